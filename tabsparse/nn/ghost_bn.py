@@ -1,0 +1,111 @@
+"""Ghost batch normalisation: batch norm over small virtual batches.
+
+During training the batch is cut into ``ceil(n / virtual_batch_size)`` virtual batches of near-equal
+size (sizes differ by at most one row, so there is never a ragged one-row tail) and each one is
+normalised with its own statistics, all in one vectorised operation per size class — no Python loop
+over chunks. In eval mode the layer is an ordinary batch norm with the running statistics and never
+branches on the batch size, so it exports with a dynamic batch dimension.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+class GhostBatchNorm(nn.Module):
+    """Batch norm whose training statistics come from virtual batches.
+
+    Parameters
+    ----------
+    num_features : int
+        Number of channels ``C`` of the ``(n, C)`` input.
+    virtual_batch_size : int
+        Target rows per virtual batch.
+    momentum : float
+        PyTorch convention: ``running = (1 - momentum) * running + momentum * batch``.
+    eps : float
+        Added to the variance.
+
+    Examples
+    --------
+    >>> bn = GhostBatchNorm(num_features=4, virtual_batch_size=8)
+    >>> bn(torch.randn(20, 4)).shape
+    torch.Size([20, 4])
+    """
+
+    running_mean: torch.Tensor
+    running_var: torch.Tensor
+
+    def __init__(
+        self,
+        num_features: int,
+        *,
+        virtual_batch_size: int = 128,
+        momentum: float = 0.02,
+        eps: float = 1e-5,
+    ) -> None:
+        super().__init__()
+        if num_features < 1:
+            raise ValueError(f"{num_features=} must be >= 1")
+        if virtual_batch_size < 1:
+            raise ValueError(f"{virtual_batch_size=} must be >= 1")
+        if not 0.0 <= momentum <= 1.0:
+            raise ValueError(f"{momentum=} must be in [0, 1]")
+        self.num_features = num_features
+        self.virtual_batch_size = virtual_batch_size
+        self.momentum = momentum
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(num_features))
+        self.bias = nn.Parameter(torch.zeros(num_features))
+        self.register_buffer("running_mean", torch.zeros(num_features))
+        self.register_buffer("running_var", torch.ones(num_features))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.ones_(self.weight)
+        nn.init.zeros_(self.bias)
+        self.running_mean.zero_()
+        self.running_var.fill_(1.0)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.num_features}, virtual_batch_size={self.virtual_batch_size}, "
+            f"momentum={self.momentum}, eps={self.eps}"
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            scale = self.weight * torch.rsqrt(self.running_var + self.eps)
+            shift = self.bias - self.running_mean * scale
+            return torch.addcmul(shift, x, scale)
+        n = x.shape[0]
+        n_chunks = max(1, math.ceil(n / self.virtual_batch_size))
+        base, n_big = divmod(n, n_chunks)
+        parts = []
+        means = []
+        variances = []
+        split = n_big * (base + 1)
+        for rows, size in ((x[:split], base + 1), (x[split:], base)):
+            if rows.shape[0] == 0:
+                continue
+            out, mean, var = self._normalise(rows.reshape(-1, size, self.num_features))
+            parts.append(out.reshape(-1, self.num_features))
+            means.append(mean)
+            variances.append(var * (size / max(size - 1, 1)))
+        if self.momentum > 0:
+            self._update_running(torch.cat(means), torch.cat(variances))
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+    def _normalise(self, chunks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        var, mean = torch.var_mean(chunks, dim=1, correction=0, keepdim=True)
+        scale = self.weight * torch.rsqrt(var + self.eps)
+        shift = self.bias - mean * scale
+        return torch.addcmul(shift, chunks, scale), mean, var
+
+    @torch.no_grad()
+    def _update_running(self, means: torch.Tensor, variances: torch.Tensor) -> None:
+        self.running_mean.lerp_(means.mean(dim=(0, 1)).to(self.running_mean.dtype), self.momentum)
+        self.running_var.lerp_(variances.mean(dim=(0, 1)).to(self.running_var.dtype), self.momentum)

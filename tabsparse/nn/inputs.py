@@ -1,0 +1,93 @@
+"""Turn encoded tables into the dense feature vector the encoder attends over.
+
+Numeric columns are standardised with statistics fixed at fit (stored as buffers, so exported
+graphs carry them) and a missing value (NaN) is replaced by a *learned* per-column value: the
+network learns where in the standardised range "missing" should sit, which lets it treat missing
+as its own signal without an extra indicator column. Values are clipped to +-``clip`` standard
+deviations so that extreme inputs (1e30) cannot blow up the activations.
+
+Categorical columns arrive as integer codes (0 = missing, 1 = unseen in training, 2.. = category).
+All of them are looked up in one embedding table with per-column offsets — one vectorised
+``embedding`` call, not a loop per column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+
+class TabularInput(nn.Module):
+    """``(numeric (n, n_num) float, codes (n, n_cat) int64) -> (n, n_num + n_cat * cat_emb_dim)``.
+
+    Output layout: numeric columns first (in the order given), then each categorical column's
+    ``cat_emb_dim`` embedding channels.
+
+    Examples
+    --------
+    >>> m = TabularInput(numeric_mean=[0.0], numeric_std=[1.0], cardinalities=[5], cat_emb_dim=2)
+    >>> m(torch.tensor([[float("nan")]]), torch.tensor([[3]])).shape
+    torch.Size([1, 3])
+    """
+
+    mean: torch.Tensor
+    inv_std: torch.Tensor
+    offsets: torch.Tensor
+
+    def __init__(
+        self,
+        *,
+        numeric_mean: Sequence[float],
+        numeric_std: Sequence[float],
+        cardinalities: Sequence[int],
+        cat_emb_dim: int = 1,
+        clip: float = 10.0,
+    ) -> None:
+        super().__init__()
+        if len(numeric_mean) != len(numeric_std):
+            raise ValueError("numeric_mean and numeric_std must have the same length")
+        if cat_emb_dim < 1:
+            raise ValueError(f"{cat_emb_dim=} must be >= 1")
+        if any(c < 2 for c in cardinalities):
+            raise ValueError(
+                f"every cardinality must be >= 2 (missing and unseen slots), got {cardinalities}"
+            )
+        self.n_numeric = len(numeric_mean)
+        self.cardinalities = [int(c) for c in cardinalities]
+        self.n_categorical = len(self.cardinalities)
+        self.cat_emb_dim = cat_emb_dim
+        self.clip = clip
+        std = torch.as_tensor(numeric_std, dtype=torch.float64).clamp_min(1e-12)
+        self.register_buffer("mean", torch.as_tensor(numeric_mean, dtype=torch.float32))
+        self.register_buffer("inv_std", (1.0 / std).to(torch.float32))
+        self.missing_value = nn.Parameter(torch.zeros(self.n_numeric))
+        offsets = torch.tensor([0, *self.cardinalities[:-1]], dtype=torch.int64).cumsum(0)
+        self.register_buffer("offsets", offsets[: self.n_categorical])
+        self.embedding = (
+            nn.Embedding(sum(self.cardinalities), cat_emb_dim) if self.n_categorical else None
+        )
+        self.reset_parameters()
+
+    @property
+    def output_dim(self) -> int:
+        return self.n_numeric + self.n_categorical * self.cat_emb_dim
+
+    def reset_parameters(self) -> None:
+        nn.init.zeros_(self.missing_value)
+        if self.embedding is not None:
+            nn.init.normal_(self.embedding.weight)
+            with torch.no_grad():  # the missing and unseen slots start neutral
+                self.embedding.weight[self.offsets] = 0.0
+                self.embedding.weight[self.offsets + 1] = 0.0
+
+    def forward(self, numeric: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
+        parts = []
+        if self.n_numeric:
+            z = ((numeric - self.mean) * self.inv_std).clamp(-self.clip, self.clip)
+            parts.append(torch.where(torch.isnan(numeric), self.missing_value, z))
+        if self.embedding is not None:
+            emb = self.embedding(codes + self.offsets)
+            parts.append(emb.reshape(codes.shape[0], -1).to(parts[0].dtype if parts else emb.dtype))
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)

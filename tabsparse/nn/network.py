@@ -1,0 +1,152 @@
+"""The whole TabNet network: inputs -> encoder -> linear head, plus column-level explanations.
+
+Pure torch; the sklearn estimators build one of these from a fitted
+:class:`tabsparse.data.TableEncoder`, but it can be used inside any PyTorch program.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from tabsparse.nn.encoder import TabNetEncoder
+from tabsparse.nn.inputs import TabularInput
+
+
+class NetworkOutput(NamedTuple):
+    """``logits (n, n_outputs)``, ``masks (n_steps, n, n_groups)``, scalar ``sparsity_loss``,
+    ``step_importance (n_steps, n)``."""
+
+    logits: torch.Tensor
+    masks: torch.Tensor
+    sparsity_loss: torch.Tensor
+    step_importance: torch.Tensor
+
+
+def column_groups(n_features: int, grouped_features: Sequence[Sequence[int]] | None) -> list[int]:
+    """Group id of every original column: listed groups first, then one group per other column.
+
+    Raises ``ValueError`` for out-of-range, repeated or overlapping column indices.
+    """
+    group_of = [-1] * n_features
+    n_groups = 0
+    for group in grouped_features or ():
+        members = list(group)
+        if not members:
+            raise ValueError("grouped_features contains an empty group")
+        for col in members:
+            if not 0 <= col < n_features:
+                raise ValueError(
+                    f"grouped_features refers to column {col}, expected 0 <= index < {n_features}"
+                )
+            if group_of[col] != -1:
+                raise ValueError(f"grouped_features: column {col} appears in more than one group")
+            group_of[col] = n_groups
+        n_groups += 1
+    for col in range(n_features):
+        if group_of[col] == -1:
+            group_of[col] = n_groups
+            n_groups += 1
+    return group_of
+
+
+class TabNet(nn.Module):
+    """TabNet for tables of numeric and categorical columns.
+
+    Parameters
+    ----------
+    numeric_columns, categorical_columns : sequence of int
+        Positions, in the original table, of the numeric and categorical columns (together a
+        permutation of ``range(n_features)``).
+    numeric_mean, numeric_std : sequence of float
+        Standardisation statistics of the numeric columns.
+    cardinalities : sequence of int
+        Embedding slots per categorical column (categories + 2).
+    n_outputs : int
+        Width of the linear head (classes, or regression targets).
+    cat_emb_dim : int
+    grouped_features : sequence of sequences of int, optional
+        Groups of original columns that attention selects together.
+    **encoder_kwargs
+        Passed to :class:`TabNetEncoder` (``n_d``, ``n_a``, ``n_steps``, ``gamma``, ...).
+
+    Examples
+    --------
+    >>> net = TabNet(numeric_columns=[0, 2], categorical_columns=[1], numeric_mean=[0, 0],
+    ...              numeric_std=[1, 1], cardinalities=[4], n_outputs=3, n_steps=2)
+    >>> out = net(torch.randn(8, 2), torch.randint(0, 4, (8, 1)))
+    >>> out.logits.shape, net.column_masks(out.masks).shape
+    (torch.Size([8, 3]), torch.Size([2, 8, 3]))
+    """
+
+    column_group: torch.Tensor
+    column_weight: torch.Tensor
+
+    def __init__(
+        self,
+        *,
+        numeric_columns: Sequence[int],
+        categorical_columns: Sequence[int],
+        numeric_mean: Sequence[float],
+        numeric_std: Sequence[float],
+        cardinalities: Sequence[int],
+        n_outputs: int,
+        cat_emb_dim: int = 1,
+        grouped_features: Sequence[Sequence[int]] | None = None,
+        **encoder_kwargs: object,
+    ) -> None:
+        super().__init__()
+        n_features = len(numeric_columns) + len(categorical_columns)
+        if sorted([*numeric_columns, *categorical_columns]) != list(range(n_features)):
+            raise ValueError("numeric_columns and categorical_columns must partition the columns")
+        if n_outputs < 1:
+            raise ValueError(f"{n_outputs=} must be >= 1")
+        self.n_features = n_features
+        self.n_outputs = n_outputs
+        self.inputs = TabularInput(
+            numeric_mean=numeric_mean,
+            numeric_std=numeric_std,
+            cardinalities=cardinalities,
+            cat_emb_dim=cat_emb_dim,
+        )
+        group_of = column_groups(n_features, grouped_features)
+        channel_columns = [*numeric_columns]
+        for col in categorical_columns:
+            channel_columns.extend([col] * cat_emb_dim)
+        self.encoder = TabNetEncoder(
+            input_dim=self.inputs.output_dim,
+            group_index=[group_of[c] for c in channel_columns],
+            **encoder_kwargs,  # type: ignore[arg-type]
+        )
+        sizes = torch.bincount(torch.as_tensor(group_of), minlength=max(group_of) + 1)
+        self.register_buffer("column_group", torch.as_tensor(group_of, dtype=torch.int64))
+        self.register_buffer("column_weight", 1.0 / sizes[group_of].to(torch.float32))
+        self.head = nn.Linear(self.encoder.n_d, n_outputs)
+
+    def forward(self, numeric: torch.Tensor, codes: torch.Tensor) -> NetworkOutput:
+        enc = self.encoder(self.inputs(numeric, codes))
+        return NetworkOutput(
+            self.head(enc.output), enc.masks, enc.sparsity_loss, enc.step_importance
+        )
+
+    def column_masks(self, masks: torch.Tensor) -> torch.Tensor:
+        """Spread group masks ``(..., n_groups)`` over original columns ``(..., n_features)``.
+
+        A group's mass is shared equally among its columns, so rows still sum to one.
+        """
+        return masks.index_select(-1, self.column_group) * self.column_weight
+
+    def importances(self, masks: torch.Tensor, step_importance: torch.Tensor) -> torch.Tensor:
+        """Per-row importances ``(n, n_features)`` (the paper's aggregate mask), rows sum to one.
+
+        ``sum_b eta_b M_b`` normalised per row; a row whose decision outputs are all zero falls
+        back to the plain mean of its masks.
+        """
+        col = self.column_masks(masks)
+        agg = (col * step_importance.unsqueeze(-1)).sum(dim=0)
+        total = agg.sum(dim=1, keepdim=True)
+        fallback = col.mean(dim=0)
+        return torch.where(total > 0, agg / total.clamp_min(1e-30), fallback)

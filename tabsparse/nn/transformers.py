@@ -1,0 +1,151 @@
+"""Feature and attentive transformers: the per-step blocks of the TabNet encoder.
+
+A *GLU layer* is ``Linear (no bias) -> GhostBatchNorm -> GLU``. A *GLU block* chains layers with
+residual connections scaled by ``sqrt(0.5)`` (the first layer of the first block has no residual
+because its input width differs). A *feature transformer* is a block of ``n_shared`` layers whose
+Linear weights are shared by every step, followed by ``n_independent`` step-specific layers; batch
+norms are always per step. An *attentive transformer* maps the attention half of the previous step
+to one logit per feature group, batch-normalises it, multiplies by the prior and applies sparsemax
+or entmax-1.5.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tabsparse.nn.ghost_bn import GhostBatchNorm
+from tabsparse.sparsemax import entmax15, sparsemax
+
+SQRT_HALF = math.sqrt(0.5)
+MASK_FUNCTIONS = {"sparsemax": sparsemax, "entmax": entmax15}
+
+
+class GLULayer(nn.Module):
+    """``Linear(in, 2 * out, bias=False) -> GhostBatchNorm -> GLU``; ``(n, in) -> (n, out)``."""
+
+    def __init__(
+        self,
+        fc: nn.Linear,
+        *,
+        virtual_batch_size: int,
+        momentum: float,
+    ) -> None:
+        super().__init__()
+        if fc.out_features % 2:
+            raise ValueError(f"{fc.out_features=} must be even for a GLU")
+        self.fc = fc
+        self.bn = GhostBatchNorm(
+            fc.out_features, virtual_batch_size=virtual_batch_size, momentum=momentum
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.glu(self.bn(self.fc(x)), dim=-1)
+
+
+class GLUBlock(nn.Module):
+    """GLU layers with ``sqrt(0.5)``-scaled residuals; the first has none when ``first=True``."""
+
+    def __init__(
+        self,
+        fcs: Sequence[nn.Linear],
+        *,
+        first: bool,
+        virtual_batch_size: int,
+        momentum: float,
+    ) -> None:
+        super().__init__()
+        self.first = first
+        self.layers = nn.ModuleList(
+            GLULayer(fc, virtual_batch_size=virtual_batch_size, momentum=momentum) for fc in fcs
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i, layer in enumerate(self.layers):
+            if i == 0 and self.first:
+                x = layer(x)
+            else:
+                x = (x + layer(x)) * SQRT_HALF
+        return x
+
+
+def make_linears(n_in: int, n_out: int, n_layers: int) -> list[nn.Linear]:
+    """``n_layers`` bias-free Linear layers for a GLU stack producing ``n_out`` channels."""
+    fcs = []
+    for i in range(n_layers):
+        fc = nn.Linear(n_in if i == 0 else n_out, 2 * n_out, bias=False)
+        fcs.append(fc)
+    return fcs
+
+
+class FeatureTransformer(nn.Module):
+    """Shared then step-specific GLU layers: ``(n, n_in) -> (n, n_out)``.
+
+    Parameters
+    ----------
+    shared : sequence of nn.Linear
+        The shared Linear layers (the same objects are passed to every step's transformer).
+    n_in, n_out : int
+        Input width and output width (``n_d + n_a``).
+    n_independent : int
+        Number of step-specific GLU layers.
+    """
+
+    def __init__(
+        self,
+        *,
+        shared: Sequence[nn.Linear],
+        n_in: int,
+        n_out: int,
+        n_independent: int,
+        virtual_batch_size: int,
+        momentum: float,
+    ) -> None:
+        super().__init__()
+        if not shared and n_independent == 0:
+            raise ValueError("a feature transformer needs n_shared + n_independent >= 1")
+        kw = {"virtual_batch_size": virtual_batch_size, "momentum": momentum}
+        self.shared = GLUBlock(list(shared), first=True, **kw) if shared else None
+        independent_in = n_out if shared else n_in
+        self.independent = (
+            GLUBlock(make_linears(independent_in, n_out, n_independent), first=not shared, **kw)
+            if n_independent
+            else None
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.shared is not None:
+            x = self.shared(x)
+        if self.independent is not None:
+            x = self.independent(x)
+        return x
+
+
+class AttentiveTransformer(nn.Module):
+    """Mask for one step: ``mask_fn(prior * GBN(Linear(a)))`` over feature groups.
+
+    ``(n, n_a), (n, n_groups) -> (n, n_groups)``; each row of the mask sums to one.
+    """
+
+    def __init__(
+        self,
+        *,
+        n_a: int,
+        n_groups: int,
+        mask_type: str,
+        virtual_batch_size: int,
+        momentum: float,
+    ) -> None:
+        super().__init__()
+        if mask_type not in MASK_FUNCTIONS:
+            raise ValueError(f"{mask_type=} must be one of {sorted(MASK_FUNCTIONS)}")
+        self.mask_type = mask_type
+        self.fc = nn.Linear(n_a, n_groups, bias=False)
+        self.bn = GhostBatchNorm(n_groups, virtual_batch_size=virtual_batch_size, momentum=momentum)
+
+    def forward(self, a: torch.Tensor, prior: torch.Tensor) -> torch.Tensor:
+        return MASK_FUNCTIONS[self.mask_type](self.bn(self.fc(a)) * prior, dim=-1)

@@ -1,0 +1,317 @@
+"""The training loop: tensor-resident batches, optimiser, schedule, early stopping, callbacks.
+
+Pure torch (no scikit-learn). The data lives in tensors on the training device; each epoch draws
+one permutation from a private :class:`torch.Generator` (the global RNG is never touched) and
+slices it into ``ceil(n / batch_size)`` batches of near-equal size — so there is never a one-row
+tail batch and never an epoch of zero batches. Losses are accumulated on the device and read back
+once per epoch (no host synchronisation per batch).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from tabsparse.nn.network import NetworkOutput
+
+logger = logging.getLogger("tabsparse")
+
+LR_SCHEDULES = ("constant", "cosine", "onecycle", "exponential")
+
+
+@dataclass(frozen=True)
+class TensorData:
+    """Encoded rows on one device: numeric ``(n, n_num)``, codes ``(n, n_cat)``, optional target
+    and per-row weight."""
+
+    numeric: torch.Tensor
+    codes: torch.Tensor
+    target: torch.Tensor | None = None
+    weight: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return int(self.numeric.shape[0])
+
+    def take(self, idx: torch.Tensor | slice) -> TensorData:
+        def pick(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t[idx]
+
+        return TensorData(self.numeric[idx], self.codes[idx], pick(self.target), pick(self.weight))
+
+    def to(self, device: torch.device) -> TensorData:
+        def move(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t.to(device, non_blocking=True)
+
+        return TensorData(
+            self.numeric.to(device), self.codes.to(device), move(self.target), move(self.weight)
+        )
+
+
+@dataclass
+class TrainConfig:
+    """Settings of one :func:`train` call (the estimators fill it from their parameters)."""
+
+    max_epochs: int = 100
+    batch_size: int = 1024
+    learning_rate: float = 0.02
+    weight_decay: float = 0.0
+    lr_schedule: str = "cosine"
+    lambda_sparse: float = 1e-3
+    clip_grad_norm: float | None = 1.0
+    n_iter_no_change: int | None = 10
+    tol: float = 1e-4
+    seed: int = 0
+    verbose: int = 0
+    amp: bool = False
+
+
+class Callback:
+    """Base class for training callbacks; override any hook. Set ``trainer.stop = True`` to stop."""
+
+    def on_fit_begin(self, trainer: Trainer) -> None:  # noqa: B027 - optional hook
+        """Called once before the first epoch."""
+
+    def on_epoch_end(self, trainer: Trainer, record: dict[str, float]) -> None:  # noqa: B027
+        """Called after every epoch with that epoch's history record."""
+
+    def on_fit_end(self, trainer: Trainer) -> None:  # noqa: B027
+        """Called once after training ends (also after an interruption)."""
+
+
+class TrainingError(FloatingPointError):
+    """Training produced a non-finite loss; the network keeps the best weights seen before."""
+
+
+def batch_bounds(n: int, batch_size: int) -> list[tuple[int, int]]:
+    """``ceil(n / batch_size)`` contiguous ``(start, stop)`` ranges of near-equal size covering n."""
+    if n <= 0:
+        return []
+    n_batches = math.ceil(n / batch_size)
+    edges = [round(i * n / n_batches) for i in range(n_batches + 1)]
+    return list(zip(edges[:-1], edges[1:], strict=True))
+
+
+def iter_batches(
+    data: TensorData, batch_size: int, generator: torch.Generator
+) -> Iterator[TensorData]:
+    """Shuffled batches of ``data`` (one permutation drawn from ``generator``)."""
+    perm = torch.randperm(len(data), generator=generator).to(data.numeric.device)
+    for start, stop in batch_bounds(len(data), batch_size):
+        yield data.take(perm[start:stop])
+
+
+@torch.inference_mode()
+def predict_outputs(
+    network: nn.Module, data: TensorData, *, batch_size: int = 16384, with_masks: bool = False
+) -> NetworkOutput:
+    """Eval-mode outputs for all rows in large batches; masks only when asked for."""
+    was_training = network.training
+    network.eval()
+    logits, masks, importance = [], [], []
+    try:
+        for start, stop in batch_bounds(len(data), batch_size) or [(0, 0)]:
+            out = network(data.numeric[start:stop], data.codes[start:stop])
+            logits.append(out.logits.float())
+            if with_masks:
+                masks.append(out.masks.float())
+                importance.append(out.step_importance.float())
+    finally:
+        network.train(was_training)
+    return NetworkOutput(
+        logits=torch.cat(logits),
+        masks=torch.cat(masks, dim=1) if with_masks else torch.empty(0),
+        sparsity_loss=torch.zeros(()),
+        step_importance=torch.cat(importance, dim=1) if with_masks else torch.empty(0),
+    )
+
+
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+ScoreFn = Callable[[torch.Tensor, TensorData], float]
+
+
+@dataclass
+class Trainer:
+    """Runs the epochs; holds the history and the best weights.
+
+    Parameters
+    ----------
+    network : nn.Module
+        Returns :class:`NetworkOutput` from ``(numeric, codes)``.
+    loss_fn : callable
+        ``(logits, target) -> per-row loss (n,)``.
+    config : TrainConfig
+    score_fn : callable, optional
+        ``(val_logits, val_data) -> score`` (higher is better) watched by early stopping;
+        without it early stopping watches the validation loss.
+    callbacks : sequence of Callback
+    """
+
+    network: nn.Module
+    loss_fn: LossFn
+    config: TrainConfig
+    score_fn: ScoreFn | None = None
+    callbacks: Sequence[Callback] = ()
+    history: list[dict[str, float]] = field(default_factory=list)
+    best_iteration: int | None = None
+    stop: bool = False
+    interrupted: bool = False
+
+    def _optimizer(self) -> torch.optim.Optimizer:
+        cfg = self.config
+        return torch.optim.AdamW(
+            self.network.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay
+        )
+
+    def _scheduler(
+        self, opt: torch.optim.Optimizer, steps_per_epoch: int
+    ) -> torch.optim.lr_scheduler.LRScheduler | None:
+        cfg = self.config
+        total = max(1, cfg.max_epochs * steps_per_epoch)
+        if cfg.lr_schedule == "constant":
+            return None
+        if cfg.lr_schedule == "cosine":
+            return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=total, eta_min=0.0)
+        if cfg.lr_schedule == "onecycle":
+            return torch.optim.lr_scheduler.OneCycleLR(
+                opt, max_lr=cfg.learning_rate, total_steps=total
+            )
+        if cfg.lr_schedule == "exponential":
+            gamma = 0.95 ** (1.0 / max(1, steps_per_epoch))  # x0.95 per epoch
+            return torch.optim.lr_scheduler.ExponentialLR(opt, gamma=gamma)
+        raise ValueError(f"lr_schedule={cfg.lr_schedule!r} must be one of {LR_SCHEDULES}")
+
+    def fit(
+        self,
+        train: TensorData,
+        val: TensorData | None = None,
+        *,
+        mean_weight: float | None = None,
+    ) -> Trainer:
+        """Train on ``train``; with ``val``, keep the best epoch's weights and stop early."""
+        cfg = self.config
+        if len(train) == 0:
+            raise ValueError("cannot train on 0 rows")
+        assert train.target is not None
+        net = self.network
+        device = train.numeric.device
+        generator = torch.Generator().manual_seed(cfg.seed)
+        opt = self._optimizer()
+        steps = len(batch_bounds(len(train), cfg.batch_size))
+        sched = self._scheduler(opt, steps)
+        if mean_weight is None:
+            mean_weight = 1.0 if train.weight is None else float(train.weight.mean())
+        if not mean_weight > 0:
+            raise ValueError("the sample weights of the training rows sum to zero")
+        best_score = -math.inf
+        best_state: dict[str, torch.Tensor] | None = None
+        since_best = 0
+        for cb in self.callbacks:
+            cb.on_fit_begin(self)
+        net.train()
+        try:
+            for epoch in range(len(self.history), len(self.history) + cfg.max_epochs):
+                tic = time.perf_counter()
+                total = torch.zeros((), device=device)
+                for batch in iter_batches(train, cfg.batch_size, generator):
+                    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.amp):
+                        out = net(batch.numeric, batch.codes)
+                        per_row = self.loss_fn(out.logits.float(), batch.target)  # type: ignore[arg-type]
+                    if batch.weight is not None:
+                        per_row = per_row * batch.weight
+                    loss = per_row.sum() / (len(batch) * mean_weight)
+                    loss = loss + cfg.lambda_sparse * out.sparsity_loss.float()
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()  # type: ignore[no-untyped-call]
+                    if cfg.clip_grad_norm is not None:
+                        nn.utils.clip_grad_norm_(net.parameters(), cfg.clip_grad_norm)
+                    opt.step()
+                    if sched is not None:
+                        sched.step()
+                    total += loss.detach() * len(batch)
+                train_loss = float(total) / len(train)
+                record: dict[str, float] = {
+                    "epoch": float(epoch),
+                    "train_loss": train_loss,
+                    "learning_rate": float(opt.param_groups[0]["lr"]),
+                }
+                if not math.isfinite(train_loss):
+                    self._restore(best_state)
+                    raise TrainingError(
+                        f"the training loss became non-finite ({train_loss}) in epoch {epoch}; "
+                        "try a lower learning_rate or check the inputs for extreme values"
+                    )
+                if val is not None:
+                    record.update(self._validate(val))
+                    score = record["val_score"]
+                    if (
+                        score > best_score + cfg.tol * max(1.0, abs(best_score))
+                        or best_state is None
+                    ):
+                        best_score = score if math.isfinite(score) else best_score
+                        best_state = copy.deepcopy(net.state_dict())
+                        self.best_iteration = epoch
+                        since_best = 0
+                    else:
+                        since_best += 1
+                record["seconds"] = time.perf_counter() - tic
+                self.history.append(record)
+                self._log(record)
+                for cb in self.callbacks:
+                    cb.on_epoch_end(self, record)
+                if (
+                    val is not None
+                    and cfg.n_iter_no_change is not None
+                    and since_best >= cfg.n_iter_no_change
+                ):
+                    break
+                if self.stop:
+                    break
+        except KeyboardInterrupt:
+            self.interrupted = True
+            warnings.warn(
+                f"training interrupted after {len(self.history)} epochs; keeping the best weights",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        finally:
+            net.eval()
+        if val is not None:
+            self._restore(best_state)
+        elif self.history:
+            self.best_iteration = len(self.history) - 1
+        for cb in self.callbacks:
+            cb.on_fit_end(self)
+        return self
+
+    def _restore(self, state: dict[str, torch.Tensor] | None) -> None:
+        if state is not None:
+            self.network.load_state_dict(state)
+
+    def _validate(self, val: TensorData) -> dict[str, float]:
+        out = predict_outputs(self.network, val, batch_size=max(self.config.batch_size, 16384))
+        assert val.target is not None
+        per_row = self.loss_fn(out.logits, val.target)
+        if val.weight is not None:
+            val_loss = float((per_row * val.weight).sum() / val.weight.sum().clamp_min(1e-30))
+        else:
+            val_loss = float(per_row.mean())
+        score = -val_loss if self.score_fn is None else float(self.score_fn(out.logits, val))
+        return {"val_loss": val_loss, "val_score": score if math.isfinite(score) else -math.inf}
+
+    def _log(self, record: dict[str, Any]) -> None:
+        if self.config.verbose < 1:
+            return
+        parts = [f"epoch {int(record['epoch']) + 1:>4}", f"train_loss {record['train_loss']:.5f}"]
+        if "val_loss" in record:
+            parts += [f"val_loss {record['val_loss']:.5f}", f"val_score {record['val_score']:.5f}"]
+        parts.append(f"{record['seconds']:.2f}s")
+        logger.info("  ".join(parts))

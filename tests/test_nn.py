@@ -1,0 +1,259 @@
+"""Tests of the pure-torch building blocks: ghost BN, GLU blocks, attention, encoder, network."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from tabsparse.nn import (
+    AttentiveTransformer,
+    GhostBatchNorm,
+    TabNet,
+    TabNetEncoder,
+    TabularInput,
+    column_groups,
+)
+from tabsparse.nn.transformers import GLUBlock, make_linears
+
+
+def reference_ghost_bn(x: torch.Tensor, bn: GhostBatchNorm) -> torch.Tensor:
+    """Loop over the near-equal virtual batches with torch's own batch_norm."""
+    n = x.shape[0]
+    k = max(1, math.ceil(n / bn.virtual_batch_size))
+    sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
+    outs = []
+    for chunk in torch.split(x, sizes):
+        outs.append(
+            torch.nn.functional.batch_norm(
+                chunk, None, None, bn.weight, bn.bias, training=True, eps=bn.eps
+            )
+        )
+    return torch.cat(outs)
+
+
+@pytest.mark.parametrize("n", [2, 7, 128, 129, 300, 1000])
+def test_ghost_bn_matches_loop_over_virtual_batches(n: int) -> None:
+    torch.manual_seed(0)
+    bn = GhostBatchNorm(5, virtual_batch_size=128).double()
+    with torch.no_grad():
+        bn.weight.uniform_(0.5, 2)
+        bn.bias.normal_()
+    x = torch.randn(n, 5, dtype=torch.float64) * 3 + 1
+    torch.testing.assert_close(bn(x), reference_ghost_bn(x, bn))
+
+
+def test_ghost_bn_has_no_one_row_tail() -> None:
+    # 129 rows with virtual batches of 128 -> two virtual batches of 65 and 64, not 128 + 1
+    bn = GhostBatchNorm(3, virtual_batch_size=128)
+    x = torch.randn(129, 3)
+    out = bn(x)
+    assert torch.isfinite(out).all()
+    assert out[-1].abs().sum() > 0  # a one-row batch would normalise to exactly the bias (0)
+
+
+def test_ghost_bn_eval_is_plain_batch_norm_with_running_stats() -> None:
+    torch.manual_seed(0)
+    bn = GhostBatchNorm(4, virtual_batch_size=16, momentum=0.5)
+    for _ in range(5):
+        bn(torch.randn(64, 4) * 2 + 3)
+    assert torch.all(bn.running_mean > 1.5)
+    assert torch.all(bn.running_var > 2.0)
+    bn.eval()
+    x = torch.randn(10, 4)
+    expected = torch.nn.functional.batch_norm(
+        x, bn.running_mean, bn.running_var, bn.weight, bn.bias, training=False, eps=bn.eps
+    )
+    torch.testing.assert_close(bn(x), expected)
+    # no dependence on the batch: one row at a time gives the same answer
+    torch.testing.assert_close(torch.cat([bn(x[i : i + 1]) for i in range(10)]), bn(x))
+
+
+def test_ghost_bn_single_row_batch_does_not_crash() -> None:
+    bn = GhostBatchNorm(3, virtual_batch_size=8)
+    out = bn(torch.randn(1, 3))
+    assert torch.isfinite(out).all()
+    assert torch.isfinite(bn.running_var).all()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"num_features": 0}, "num_features=0"),
+        ({"num_features": 2, "virtual_batch_size": 0}, "virtual_batch_size=0"),
+        ({"num_features": 2, "momentum": 1.5}, "momentum=1.5"),
+    ],
+)
+def test_ghost_bn_rejects_bad_settings(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        GhostBatchNorm(**kwargs)
+
+
+def test_glu_block_residuals_are_scaled_by_sqrt_half() -> None:
+    torch.manual_seed(0)
+    fcs = make_linears(4, 4, 2)
+    block = GLUBlock(fcs, first=False, virtual_batch_size=64, momentum=0.02).eval()
+    x = torch.randn(6, 4)
+    expected = x
+    for layer in block.layers:
+        expected = (expected + layer(expected)) * math.sqrt(0.5)
+    torch.testing.assert_close(block(x), expected)
+
+
+def test_attentive_transformer_masks_are_sparse_and_respect_prior() -> None:
+    torch.manual_seed(0)
+    att = AttentiveTransformer(
+        n_a=8, n_groups=6, mask_type="sparsemax", virtual_batch_size=32, momentum=0.02
+    )
+    prior = torch.ones(64, 6)
+    prior[:, 0] = 0.0  # a used-up feature can never be selected again (gamma = 1)
+    mask = att(torch.randn(64, 8), prior)
+    torch.testing.assert_close(mask.sum(dim=1), torch.ones(64))
+    assert (mask >= 0).all()
+    assert (mask == 0).any()
+    with pytest.raises(ValueError, match="mask_type='softmax'"):
+        AttentiveTransformer(
+            n_a=2, n_groups=2, mask_type="softmax", virtual_batch_size=2, momentum=0.1
+        )
+
+
+@pytest.mark.parametrize("mask_type", ["sparsemax", "entmax"])
+def test_encoder_shapes_masks_and_sparsity_loss(mask_type: str) -> None:
+    torch.manual_seed(0)
+    enc = TabNetEncoder(
+        input_dim=7, group_index=list(range(7)), n_d=4, n_a=5, n_steps=3, mask_type=mask_type
+    )
+    out = enc(torch.randn(50, 7))
+    assert out.output.shape == (50, 4)
+    assert out.masks.shape == (3, 50, 7)
+    assert out.step_importance.shape == (3, 50)
+    torch.testing.assert_close(out.masks.sum(dim=-1), torch.ones(3, 50))
+    m = out.masks
+    entropy = -(m * torch.log(m + 1e-15)).sum(-1).mean(-1).mean()
+    torch.testing.assert_close(out.sparsity_loss, entropy)
+    assert (out.output >= 0).all()  # a sum of ReLU'd decisions
+
+
+def test_encoder_prior_is_relaxed_by_gamma(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch.manual_seed(1)
+    enc = TabNetEncoder(input_dim=4, group_index=list(range(4)), n_steps=3, gamma=1.5)
+    seen: list[torch.Tensor] = []
+    for att in enc.attention:
+        att.register_forward_hook(lambda mod, args, out: seen.append(args[1].clone()))
+    masks = enc(torch.randn(16, 4)).masks
+    torch.testing.assert_close(seen[0], torch.ones(16, 4))
+    torch.testing.assert_close(seen[1], 1.5 - masks[0])
+    torch.testing.assert_close(seen[2], (1.5 - masks[0]) * (1.5 - masks[1]))
+
+
+def test_encoder_groups_share_one_mask_value() -> None:
+    enc = TabNetEncoder(input_dim=5, group_index=[0, 0, 1, 2, 2], n_steps=2)
+    out = enc(torch.randn(20, 5))
+    assert out.masks.shape == (2, 20, 3)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"n_steps": 0}, "n_steps=0"),
+        ({"n_d": 0}, "n_d=0"),
+        ({"n_shared": 0, "n_independent": 0}, "n_independent=0"),
+        ({"group_index": [0, 1]}, "group_index has 2 entries"),
+        ({"group_index": [0, 2, 2]}, "every group id"),
+    ],
+)
+def test_encoder_rejects_bad_settings(kwargs: dict, message: str) -> None:
+    settings = {"input_dim": 3, "group_index": [0, 1, 2], **kwargs}
+    with pytest.raises(ValueError, match=message):
+        TabNetEncoder(**settings)
+
+
+def test_encoder_gradients_reach_every_parameter() -> None:
+    torch.manual_seed(0)
+    enc = TabNetEncoder(input_dim=6, group_index=list(range(6)), n_steps=2)
+    out = enc(torch.randn(64, 6))
+    (out.output.sum() + out.sparsity_loss).backward()
+    for name, p in enc.named_parameters():
+        assert p.grad is not None, name
+
+
+def test_shared_layers_are_shared_across_steps() -> None:
+    enc = TabNetEncoder(input_dim=6, group_index=list(range(6)), n_steps=3, n_shared=2)
+    fc0 = enc.initial.shared.layers[0].fc  # type: ignore[union-attr]
+    for step in enc.steps:
+        assert step.shared.layers[0].fc is fc0  # type: ignore[union-attr]
+        assert step.shared.layers[0].bn is not enc.initial.shared.layers[0].bn  # type: ignore[union-attr]
+
+
+def test_tabular_input_standardises_and_learns_missing_values() -> None:
+    m = TabularInput(numeric_mean=[1.0, 0.0], numeric_std=[2.0, 1.0], cardinalities=[])
+    x = torch.tensor([[3.0, float("nan")], [1e30, -2.0]])
+    out = m(x, torch.zeros(2, 0, dtype=torch.int64))
+    torch.testing.assert_close(out[0, 0], torch.tensor(1.0))
+    assert out[0, 1] == m.missing_value[1]
+    assert out[1, 0] == m.clip  # extreme values are clipped, never inf
+    out.sum().backward()
+    assert m.missing_value.grad is not None and m.missing_value.grad[1] == 1.0
+
+
+def test_tabular_input_one_embedding_lookup_with_offsets() -> None:
+    torch.manual_seed(0)
+    m = TabularInput(numeric_mean=[], numeric_std=[], cardinalities=[4, 3], cat_emb_dim=2)
+    codes = torch.tensor([[2, 2], [0, 1], [3, 2]])
+    out = m(torch.zeros(3, 0), codes)
+    assert out.shape == (3, 4)
+    w = m.embedding.weight  # type: ignore[union-attr]
+    torch.testing.assert_close(out[0, :2], w[2])
+    torch.testing.assert_close(out[0, 2:], w[4 + 2])
+    # missing (0) and unseen (1) slots start at zero
+    torch.testing.assert_close(out[1], torch.zeros(4))
+
+
+def test_column_groups_validation() -> None:
+    assert column_groups(4, [[1, 3]]) == [1, 0, 2, 0]
+    with pytest.raises(ValueError, match="more than one group"):
+        column_groups(4, [[0, 1], [1, 2]])
+    with pytest.raises(ValueError, match="column 7"):
+        column_groups(4, [[7]])
+    with pytest.raises(ValueError, match="empty group"):
+        column_groups(4, [[]])
+
+
+def test_network_importances_rows_sum_to_one_and_map_to_columns() -> None:
+    torch.manual_seed(0)
+    net = TabNet(
+        numeric_columns=[0, 2],
+        categorical_columns=[1],
+        numeric_mean=[0.0, 0.0],
+        numeric_std=[1.0, 1.0],
+        cardinalities=[5],
+        n_outputs=2,
+        cat_emb_dim=3,
+        grouped_features=[[0, 2]],
+        n_steps=2,
+    ).eval()
+    out = net(torch.randn(30, 2), torch.randint(0, 5, (30, 1)))
+    col = net.column_masks(out.masks)
+    assert col.shape == (2, 30, 3)
+    torch.testing.assert_close(col.sum(-1), torch.ones(2, 30))
+    torch.testing.assert_close(col[..., 0], col[..., 2])  # grouped columns share the mass
+    imp = net.importances(out.masks, out.step_importance)
+    torch.testing.assert_close(imp.sum(-1), torch.ones(30))
+
+
+def test_network_eval_output_does_not_depend_on_batch_composition() -> None:
+    torch.manual_seed(0)
+    net = TabNet(
+        numeric_columns=[0, 1],
+        categorical_columns=[],
+        numeric_mean=[0.0, 0.0],
+        numeric_std=[1.0, 1.0],
+        cardinalities=[],
+        n_outputs=1,
+    ).eval()
+    x = torch.randn(9, 2)
+    codes = torch.zeros(9, 0, dtype=torch.int64)
+    full = net(x, codes).logits
+    single = torch.cat([net(x[i : i + 1], codes[i : i + 1]).logits for i in range(9)])
+    torch.testing.assert_close(full, single)
