@@ -10,6 +10,7 @@ once per epoch (no host synchronisation per batch).
 from __future__ import annotations
 
 import copy
+import itertools
 import logging
 import math
 import time
@@ -77,13 +78,13 @@ class TrainConfig:
 class Callback:
     """Base class for training callbacks; override any hook. Set ``trainer.stop = True`` to stop."""
 
-    def on_fit_begin(self, trainer: Trainer) -> None:  # noqa: B027 - optional hook
+    def on_fit_begin(self, trainer: Trainer) -> None:
         """Called once before the first epoch."""
 
-    def on_epoch_end(self, trainer: Trainer, record: dict[str, float]) -> None:  # noqa: B027
+    def on_epoch_end(self, trainer: Trainer, record: dict[str, float]) -> None:
         """Called after every epoch with that epoch's history record."""
 
-    def on_fit_end(self, trainer: Trainer) -> None:  # noqa: B027
+    def on_fit_end(self, trainer: Trainer) -> None:
         """Called once after training ends (also after an interruption)."""
 
 
@@ -92,12 +93,12 @@ class TrainingError(FloatingPointError):
 
 
 def batch_bounds(n: int, batch_size: int) -> list[tuple[int, int]]:
-    """``ceil(n / batch_size)`` contiguous ``(start, stop)`` ranges of near-equal size covering n."""
+    """``ceil(n / batch_size)`` contiguous ``(start, stop)`` ranges of near-equal size."""
     if n <= 0:
         return []
     n_batches = math.ceil(n / batch_size)
     edges = [round(i * n / n_batches) for i in range(n_batches + 1)]
-    return list(zip(edges[:-1], edges[1:], strict=True))
+    return list(itertools.pairwise(edges))
 
 
 def iter_batches(

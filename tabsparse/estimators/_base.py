@@ -540,7 +540,12 @@ class _FrozenOutputs(BaseEstimator):
         outputs = self.__dict__.get("outputs") or {}
         if name in outputs:
             value = outputs[name]
-            return lambda X: value
+
+            def respond(X: Any) -> np.ndarray:
+                return value
+
+            respond.__name__ = name
+            return respond
         if name == "classes_" and hasattr(self.__dict__.get("owner"), "classes_"):
             return self.__dict__["owner"].classes_
         raise AttributeError(name)

@@ -79,7 +79,7 @@ class TabNetRegressor(RegressorMixin, TabNetBase):
         return {"predict": self._unscale(logits.float().cpu().numpy())}
 
     def predict(self, X: Any) -> np.ndarray:
-        """Predicted targets: shape (n_samples,) for a 1-D ``y`` at fit, else (n_samples, n_outputs)."""
+        """Predictions: (n_samples,) for a 1-D ``y`` at fit, else (n_samples, n_outputs)."""
         return self._outputs_from_logits(self._predict_logits(X))["predict"]
 
     def __sklearn_tags__(self):  # type: ignore[no-untyped-def]

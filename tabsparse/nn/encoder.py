@@ -106,20 +106,29 @@ class TabNetEncoder(nn.Module):
         self.epsilon = epsilon
         self.register_buffer("group_index", torch.as_tensor(group_index, dtype=torch.int64))
         width = n_d + n_a
-        shared = nn.ModuleList(make_linears(input_dim, width, n_shared))
-        self.shared = shared
-        kw = {"virtual_batch_size": virtual_batch_size, "momentum": momentum}
-        self.initial = FeatureTransformer(
-            shared=list(shared), n_in=input_dim, n_out=width, n_independent=n_independent, **kw
-        )
-        self.steps = nn.ModuleList(
-            FeatureTransformer(
-                shared=list(shared), n_in=input_dim, n_out=width, n_independent=n_independent, **kw
+        shared = make_linears(input_dim, width, n_shared)
+        self.shared = nn.ModuleList(shared)
+
+        def feature_transformer() -> FeatureTransformer:
+            return FeatureTransformer(
+                shared=shared,
+                n_in=input_dim,
+                n_out=width,
+                n_independent=n_independent,
+                virtual_batch_size=virtual_batch_size,
+                momentum=momentum,
             )
-            for _ in range(n_steps)
-        )
+
+        self.initial = feature_transformer()
+        self.steps = nn.ModuleList(feature_transformer() for _ in range(n_steps))
         self.attention = nn.ModuleList(
-            AttentiveTransformer(n_a=n_a, n_groups=n_groups, mask_type=mask_type, **kw)
+            AttentiveTransformer(
+                n_a=n_a,
+                n_groups=n_groups,
+                mask_type=mask_type,
+                virtual_batch_size=virtual_batch_size,
+                momentum=momentum,
+            )
             for _ in range(n_steps)
         )
 

@@ -25,7 +25,10 @@ class GhostBatchNorm(nn.Module):
     virtual_batch_size : int
         Target rows per virtual batch.
     momentum : float
-        PyTorch convention: ``running = (1 - momentum) * running + momentum * batch``.
+        PyTorch convention: ``running = (1 - m) * running + m * batch`` with
+        ``m = max(momentum, 1 / (batches seen + 1))``: the first batches are averaged exactly, so
+        the running statistics are right after a few steps even with a small momentum (short
+        fits on small data no longer predict with the initial statistics).
     eps : float
         Added to the variance.
 
@@ -38,6 +41,7 @@ class GhostBatchNorm(nn.Module):
 
     running_mean: torch.Tensor
     running_var: torch.Tensor
+    num_batches_tracked: torch.Tensor
 
     def __init__(
         self,
@@ -62,6 +66,7 @@ class GhostBatchNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(num_features))
         self.register_buffer("running_mean", torch.zeros(num_features))
         self.register_buffer("running_var", torch.ones(num_features))
+        self.register_buffer("num_batches_tracked", torch.zeros((), dtype=torch.int64))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -69,6 +74,7 @@ class GhostBatchNorm(nn.Module):
         nn.init.zeros_(self.bias)
         self.running_mean.zero_()
         self.running_var.fill_(1.0)
+        self.num_batches_tracked.zero_()
 
     def extra_repr(self) -> str:
         return (
@@ -107,5 +113,9 @@ class GhostBatchNorm(nn.Module):
 
     @torch.no_grad()
     def _update_running(self, means: torch.Tensor, variances: torch.Tensor) -> None:
-        self.running_mean.lerp_(means.mean(dim=(0, 1)).to(self.running_mean.dtype), self.momentum)
-        self.running_var.lerp_(variances.mean(dim=(0, 1)).to(self.running_var.dtype), self.momentum)
+        self.num_batches_tracked += 1
+        weight = torch.clamp(
+            1.0 / self.num_batches_tracked.to(self.running_mean.dtype), min=self.momentum
+        )
+        self.running_mean.lerp_(means.mean(dim=(0, 1)).to(self.running_mean.dtype), weight)
+        self.running_var.lerp_(variances.mean(dim=(0, 1)).to(self.running_var.dtype), weight)

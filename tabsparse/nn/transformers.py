@@ -108,11 +108,24 @@ class FeatureTransformer(nn.Module):
         super().__init__()
         if not shared and n_independent == 0:
             raise ValueError("a feature transformer needs n_shared + n_independent >= 1")
-        kw = {"virtual_batch_size": virtual_batch_size, "momentum": momentum}
-        self.shared = GLUBlock(list(shared), first=True, **kw) if shared else None
+        self.shared = (
+            GLUBlock(
+                list(shared),
+                first=True,
+                virtual_batch_size=virtual_batch_size,
+                momentum=momentum,
+            )
+            if shared
+            else None
+        )
         independent_in = n_out if shared else n_in
         self.independent = (
-            GLUBlock(make_linears(independent_in, n_out, n_independent), first=not shared, **kw)
+            GLUBlock(
+                make_linears(independent_in, n_out, n_independent),
+                first=not shared,
+                virtual_batch_size=virtual_batch_size,
+                momentum=momentum,
+            )
             if n_independent
             else None
         )

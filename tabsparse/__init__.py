@@ -1,0 +1,26 @@
+"""tabsparse: TabNet on sparsemax, as fast, exact scikit-learn estimators.
+
+The pure-torch core (:mod:`tabsparse.sparsemax`, :mod:`tabsparse.losses`, :mod:`tabsparse.nn`,
+:mod:`tabsparse.training`, :mod:`tabsparse.data`) never imports scikit-learn; the estimators in
+:mod:`tabsparse.estimators` are the thin scikit-learn layer on top.
+"""
+
+from tabsparse.estimators import TabNetClassifier, TabNetRegressor
+from tabsparse.explain import Explanation
+from tabsparse.losses import SparsemaxLoss, sparsemax_loss
+from tabsparse.sparsemax import Entmax15, Sparsemax, entmax15, sparsemax
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Entmax15",
+    "Explanation",
+    "Sparsemax",
+    "SparsemaxLoss",
+    "TabNetClassifier",
+    "TabNetRegressor",
+    "__version__",
+    "entmax15",
+    "sparsemax",
+    "sparsemax_loss",
+]

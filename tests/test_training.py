@@ -1,0 +1,157 @@
+"""Tests of the pure-torch training loop."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tabsparse.nn import TabNet
+from tabsparse.training import (
+    Callback,
+    TensorData,
+    TrainConfig,
+    Trainer,
+    TrainingError,
+    batch_bounds,
+    predict_outputs,
+)
+
+
+def make_data(n: int = 200, seed: int = 0) -> TensorData:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 4, generator=g)
+    y = (x[:, 0] + 0.5 * x[:, 1] > 0).long()
+    return TensorData(x, torch.zeros(n, 0, dtype=torch.int64), y)
+
+
+def make_net(seed: int = 0) -> TabNet:
+    torch.manual_seed(seed)
+    return TabNet(
+        numeric_columns=[0, 1, 2, 3],
+        categorical_columns=[],
+        numeric_mean=[0.0] * 4,
+        numeric_std=[1.0] * 4,
+        cardinalities=[],
+        n_outputs=2,
+        n_steps=2,
+        virtual_batch_size=32,
+    )
+
+
+def ce(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits, target, reduction="none")
+
+
+@pytest.mark.parametrize(
+    ("n", "batch_size", "expected"),
+    [
+        (0, 10, []),
+        (5, 10, [(0, 5)]),
+        (10, 10, [(0, 10)]),
+        (11, 10, [(0, 6), (6, 11)]),
+        (2049, 1024, [(0, 683), (683, 1366), (1366, 2049)]),
+    ],
+)
+def test_batch_bounds_are_near_equal_and_cover_all_rows(
+    n: int, batch_size: int, expected: list[tuple[int, int]]
+) -> None:
+    assert batch_bounds(n, batch_size) == expected
+
+
+def test_training_reduces_the_loss_and_records_history() -> None:
+    net = make_net()
+    cfg = TrainConfig(max_epochs=15, batch_size=64, learning_rate=0.02)
+    trainer = Trainer(net, ce, cfg).fit(make_data())
+    losses = [r["train_loss"] for r in trainer.history]
+    assert len(losses) == 15
+    assert losses[-1] < 0.8 * losses[0]
+    assert set(trainer.history[0]) == {"epoch", "train_loss", "learning_rate", "seconds"}
+    assert trainer.best_iteration == 14
+
+
+def test_training_is_reproducible_and_leaves_global_rng_alone() -> None:
+    state = torch.get_rng_state()
+    cfg = TrainConfig(max_epochs=3, batch_size=64, seed=7)
+    a = Trainer(make_net(), ce, cfg).fit(make_data()).network
+    torch.set_rng_state(state)
+    b = Trainer(make_net(), ce, cfg).fit(make_data()).network
+    for pa, pb in zip(a.state_dict().values(), b.state_dict().values(), strict=True):
+        torch.testing.assert_close(pa, pb)
+
+
+def test_early_stopping_keeps_best_weights() -> None:
+    class Spy(Callback):
+        def __init__(self) -> None:
+            self.states: list[dict[str, torch.Tensor]] = []
+
+        def on_epoch_end(self, trainer: Trainer, record: dict[str, float]) -> None:
+            self.states.append({k: v.clone() for k, v in trainer.network.state_dict().items()})
+
+    spy = Spy()
+    cfg = TrainConfig(max_epochs=40, batch_size=64, n_iter_no_change=3, learning_rate=0.05)
+    trainer = Trainer(make_net(), ce, cfg, callbacks=[spy]).fit(make_data(), make_data(80, 1))
+    hist = trainer.history
+    best = max(range(len(hist)), key=lambda i: hist[i]["val_score"])
+    assert trainer.best_iteration == best
+    for key, value in trainer.network.state_dict().items():
+        torch.testing.assert_close(value, spy.states[best][key])
+    assert all("val_loss" in r for r in hist)
+
+
+def test_callback_can_stop_training() -> None:
+    class StopAfterTwo(Callback):
+        def on_epoch_end(self, trainer: Trainer, record: dict[str, float]) -> None:
+            if len(trainer.history) == 2:
+                trainer.stop = True
+
+    trainer = Trainer(make_net(), ce, TrainConfig(max_epochs=10), callbacks=[StopAfterTwo()])
+    trainer.fit(make_data())
+    assert len(trainer.history) == 2
+
+
+def test_non_finite_loss_raises_naming_the_epoch() -> None:
+    def bad_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return logits.sum(dim=1) * math.inf
+
+    with pytest.raises(TrainingError, match="epoch 0"):
+        Trainer(make_net(), bad_loss, TrainConfig(max_epochs=2)).fit(make_data())
+
+
+def test_keyboard_interrupt_keeps_a_usable_network() -> None:
+    class Interrupt(Callback):
+        def on_epoch_end(self, trainer: Trainer, record: dict[str, float]) -> None:
+            if len(trainer.history) == 2:
+                raise KeyboardInterrupt
+
+    trainer = Trainer(make_net(), ce, TrainConfig(max_epochs=10), callbacks=[Interrupt()])
+    with pytest.warns(RuntimeWarning, match="interrupted after 2 epochs"):
+        trainer.fit(make_data())
+    assert trainer.interrupted
+    assert len(predict_outputs(trainer.network, make_data(5)).logits) == 5
+
+
+def test_predict_outputs_is_batch_independent_and_in_eval_mode() -> None:
+    net = make_net()
+    Trainer(net, ce, TrainConfig(max_epochs=2)).fit(make_data())
+    data = make_data(50, 3)
+    big = predict_outputs(net, data, batch_size=1000, with_masks=True)
+    small = predict_outputs(net, data, batch_size=7, with_masks=True)
+    torch.testing.assert_close(big.logits, small.logits)
+    torch.testing.assert_close(big.masks, small.masks)
+    assert big.masks.shape == (2, 50, 4)
+
+
+def test_unknown_schedule_is_rejected() -> None:
+    with pytest.raises(ValueError, match="lr_schedule='linear'"):
+        Trainer(make_net(), ce, TrainConfig(max_epochs=1, lr_schedule="linear")).fit(make_data())
+
+
+@pytest.mark.parametrize("schedule", ["constant", "cosine", "onecycle", "exponential"])
+def test_every_schedule_trains(schedule: str) -> None:
+    trainer = Trainer(make_net(), ce, TrainConfig(max_epochs=3, lr_schedule=schedule))
+    trainer.fit(make_data())
+    assert len(trainer.history) == 3
+    assert all(math.isfinite(r["train_loss"]) for r in trainer.history)
