@@ -49,8 +49,8 @@ from torch import Tensor, nn
 
 __all__ = ["Entmax15", "Sparsemax", "entmax15", "sparsemax"]
 
-#: Width of the blocks used to prune candidates on wide rows.
-_BLOCK = 16
+#: Width of the blocks used to prune candidates: narrow blocks below this row width, wide above.
+_WIDE_BLOCK_FROM = 2048
 #: Rows at least this wide are pruned with block maxima before the threshold search.
 _PRUNE_MIN_WIDTH = 128
 #: Pass cap of the adaptive (CPU) threshold search before the sort-based fallback.
@@ -59,8 +59,9 @@ _MAX_PASSES_ADAPTIVE = 24
 _MAX_PASSES_FIXED = 10
 #: Passes run before the first convergence test (earlier ones rarely converge).
 _FIRST_CHECK = 3
-#: Passes of the search on the block maxima that give the lower bound used for pruning.
-_BOUND_PASSES = 2
+#: Passes of the search on the block maxima that give the lower bound used for pruning
+#: (sparsemax, entmax-1.5).
+_BOUND_PASSES = (4, 6)
 #: Cost, in rows of full width, of searching the rows with many candidates separately.
 _SPLIT_ROWS = 32
 
@@ -310,23 +311,31 @@ def _search(
     return out
 
 
-def _block_max(z: Tensor) -> Tensor:
-    """Maxima of the strided blocks ``{j, j + nb, j + 2 nb, ...}`` of the first ``nb * B`` columns.
+def _block_size(width: int) -> int:
+    """Number of scores per block used to prune a row of ``width`` scores."""
+    return 8 if width < _WIDE_BLOCK_FROM else 16
+
+
+def _block_max(z: Tensor, block: int) -> Tensor:
+    """Maxima of the strided blocks ``{j, j + nb, j + 2 nb, ...}`` of the first ``nb * block``
+    columns.
 
     Parameters
     ----------
     z : Tensor
-        Scores ``(n, w)`` with ``w >= _BLOCK`` and unit stride along the last dimension.
+        Scores ``(n, w)`` with ``w >= block`` and unit stride along the last dimension.
+    block : int
+        Number of scores per block.
 
     Returns
     -------
     Tensor
-        Block maxima ``(n, nb)`` with ``nb = w // _BLOCK``.
+        Block maxima ``(n, nb)`` with ``nb = w // block``.
     """
     n, w = z.shape
-    nb = w // _BLOCK
+    nb = w // block
     # Reducing over the middle dimension vectorises over the contiguous block index.
-    return z[:, : nb * _BLOCK].reshape(n, _BLOCK, nb).amax(dim=1)
+    return z[:, : nb * block].reshape(n, block, nb).amax(dim=1)
 
 
 def _block_bound(bz: Tensor, entmax: bool) -> Tensor:
@@ -352,12 +361,12 @@ def _block_bound(bz: Tensor, entmax: bool) -> Tensor:
     tau = bz.amax(dim=1, keepdim=True) - 1.0
     buf = torch.empty((2 if entmax else 1, *bz.shape), dtype=bz.dtype, device=bz.device)
     k: Tensor | None = None
-    for _ in range(_BOUND_PASSES):
+    for _ in range(_BOUND_PASSES[int(entmax)]):
         _, _, tau, k = step(bz, tau, k, buf, False)
     return torch.fmax(tau, torch.full_like(tau, -1.0))  # fmax: NaN rows get -1
 
 
-def _candidate_slots(cnt: Tensor, nb: int, tail: int, width: int) -> int | None:
+def _candidate_slots(cnt: Tensor, nb: int, block: int, tail: int, width: int) -> int | None:
     """Number of live blocks ``L`` to keep per row, or None when pruning does not pay.
 
     Rows with more than ``L`` live blocks are searched at full width instead; ``L`` minimises
@@ -366,7 +375,7 @@ def _candidate_slots(cnt: Tensor, nb: int, tail: int, width: int) -> int | None:
     n = cnt.shape[0]
     hist = torch.bincount(cnt, minlength=nb + 1)
     rows_within = hist.cumsum(0)
-    widths = torch.arange(nb + 1, device=cnt.device) * _BLOCK + tail
+    widths = torch.arange(nb + 1, device=cnt.device) * block + tail
     cost = rows_within * widths + (n - rows_within) * width
     # A separate search of the wide rows costs dozens of small operations: count it as rows.
     cost += (rows_within < n) * (_SPLIT_ROWS * width)
@@ -376,7 +385,7 @@ def _candidate_slots(cnt: Tensor, nb: int, tail: int, width: int) -> int | None:
     return n_live
 
 
-def _gather_candidates(x2: Tensor, live: Tensor, cnt: Tensor, n_live: int) -> Tensor:
+def _gather_candidates(x2: Tensor, live: Tensor, cnt: Tensor, n_live: int, block: int) -> Tensor:
     """Gather the first ``n_live`` live strided blocks of each row, padded with ``-inf``.
 
     Parameters
@@ -389,26 +398,29 @@ def _gather_candidates(x2: Tensor, live: Tensor, cnt: Tensor, n_live: int) -> Te
         Number of live blocks of each row, ``(n,)``.
     n_live : int
         Number of slots; rows with more live blocks are truncated (and must be discarded).
+    block : int
+        Number of scores per block.
 
     Returns
     -------
     Tensor
-        Candidates ``(n, _BLOCK * n_live + tail)`` where the ``tail = w - nb * _BLOCK`` last
+        Candidates ``(n, block * n_live + tail)`` where the ``tail = w - nb * block`` last
         columns are always kept.
     """
     n, nb = live.shape
-    cut = nb * _BLOCK
+    cut = nb * block
     slots = max(n_live, 1)
-    pos = live.cumsum(dim=1) - 1
-    pos = torch.where(live & (pos < slots), pos, torch.full_like(pos, slots))  # spare slot
-    sel = torch.zeros((n, slots + 1), dtype=pos.dtype, device=x2.device)
-    sel.scatter_(1, pos, torch.arange(nb, device=x2.device).expand(n, nb))
-    sel = sel[:, :slots]
-    blocks = x2[:, :cut].reshape(n, _BLOCK, nb)
-    zc = blocks.gather(2, sel.unsqueeze(1).expand(n, _BLOCK, slots))  # (n, B, slots)
-    unused = torch.arange(slots, device=x2.device) >= cnt.unsqueeze(1)
-    zc.masked_fill_(unused.unsqueeze(1), float("-inf"))
-    zc = zc.view(n, _BLOCK * slots)
+    hit = live.nonzero()  # (T, 2) live (row, block) pairs in row-major order
+    row, col = hit[:, 0], hit[:, 1]
+    first = cnt.cumsum(0).sub_(cnt)  # index in `hit` of the first live block of each row
+    slot = torch.arange(hit.shape[0], device=x2.device).sub_(first.index_select(0, row))
+    if n_live < int(cnt.max()):
+        ok = (slot < slots).nonzero().view(-1)
+        row, col, slot = row.index_select(0, ok), col.index_select(0, ok), slot.index_select(0, ok)
+    blocks = x2[:, :cut].view(n, block, nb)
+    zc = torch.full((n, slots, block), float("-inf"), dtype=x2.dtype, device=x2.device)
+    zc.index_put_((row, slot), blocks[row, :, col])
+    zc = zc.view(n, slots * block)
     if cut < x2.shape[1]:
         zc = torch.cat([zc, x2[:, cut:]], dim=1)
     return zc
@@ -421,7 +433,7 @@ def _pruned_threshold(x2: Tensor, entmax: bool) -> tuple[Tensor, Tensor, Tensor 
     ----------
     x2 : Tensor
         Scores ``(n, w)`` in working precision, unit stride along the last dimension,
-        ``w >= _BLOCK``. Never modified.
+        ``w >= 8``. Never modified.
     entmax : bool
         Entmax-1.5 threshold (in half-score coordinates) if true, sparsemax otherwise.
 
@@ -435,9 +447,10 @@ def _pruned_threshold(x2: Tensor, entmax: bool) -> tuple[Tensor, Tensor, Tensor 
         The shifted scores when they had to be computed at full width (no pruning), else None.
     """
     w = x2.shape[1]
-    nb = w // _BLOCK
-    cut = nb * _BLOCK
-    bm = _block_max(x2)
+    block = _block_size(w)
+    nb = w // block
+    cut = nb * block
+    bm = _block_max(x2, block)
     m = bm.amax(dim=1, keepdim=True)
     if cut < w:
         m = torch.maximum(m, x2[:, cut:].amax(dim=1, keepdim=True))
@@ -449,11 +462,11 @@ def _pruned_threshold(x2: Tensor, entmax: bool) -> tuple[Tensor, Tensor, Tensor 
     n_buf = 2 if entmax else 1
     live = bz > tau
     cnt = live.sum(dim=1)
-    n_live = _candidate_slots(cnt, nb, w - cut, w)
+    n_live = _candidate_slots(cnt, nb, block, w - cut, w)
     if n_live is None:  # dense rows: search at full width from the bound
         z = torch.sub(x2, m).mul_(scale)
         return m, _search(z, tau, step, fallback, True, n_buf), z
-    zc = _gather_candidates(x2, live, cnt, n_live).sub_(m).mul_(scale)
+    zc = _gather_candidates(x2, live, cnt, n_live, block).sub_(m).mul_(scale)
     wide = (cnt > n_live).nonzero().view(-1)
     if wide.numel() == 0:
         return m, _search(zc, tau, step, fallback, True, n_buf), None
@@ -493,7 +506,7 @@ def _threshold(z: Tensor, entmax: bool) -> Tensor:
     fallback = _entmax15_tau_sort if entmax else _sparsemax_tau_sort
     n, w = z.shape
     if w >= _PRUNE_MIN_WIDTH:
-        tau = _block_bound(_block_max(z), entmax)  # a better start than max - 1
+        tau = _block_bound(_block_max(z, _block_size(w)), entmax)  # better than max - 1
     else:
         tau = torch.full((n, 1), -1.0, dtype=z.dtype, device=z.device)
     return _search(z, tau, step, fallback, _is_adaptive(z.device), 2 if entmax else 1)
@@ -556,18 +569,18 @@ def _forward(x: Tensor, dim: int, entmax: bool) -> Tensor:
 
 def _sparsemax_backward(y: Tensor, grad: Tensor, dim: int) -> Tensor:
     """Closed-form vector-Jacobian product of sparsemax: ``s * (v - mean_s(v))``."""
-    s = torch.sign(y)
-    gs = grad * s
-    mean = gs.sum(dim=dim, keepdim=True) / s.sum(dim=dim, keepdim=True)
-    return torch.addcmul(gs, s, mean, value=-1.0)
+    s = torch.sign(y)  # support indicator (y >= 0)
+    gs = torch.mul(grad, s)  # becomes the result: two full-size buffers in all
+    mean = gs.sum(dim=dim, keepdim=True).div_(s.sum(dim=dim, keepdim=True))
+    return gs.addcmul_(s, mean, value=-1.0)
 
 
 def _entmax15_backward(y: Tensor, grad: Tensor, dim: int) -> Tensor:
     """Closed-form vector-Jacobian product of entmax-1.5: ``g v - g sum(g v) / sum(g)``."""
     g = torch.sqrt(y)
-    gv = grad * g
-    q = gv.sum(dim=dim, keepdim=True) / g.sum(dim=dim, keepdim=True)
-    return torch.addcmul(gv, g, q, value=-1.0)
+    gv = torch.mul(grad, g)  # becomes the result
+    q = gv.sum(dim=dim, keepdim=True).div_(g.sum(dim=dim, keepdim=True))
+    return gv.addcmul_(g, q, value=-1.0)
 
 
 def _backward(y: Tensor, grad: Tensor, dim: int, entmax: bool) -> Tensor:

@@ -347,3 +347,32 @@ def test_cuda_fit_pickles_to_cpu() -> None:
     assert clf.device_.type == "cuda"
     again = pickle.loads(pickle.dumps(clf))
     np.testing.assert_allclose(again.predict_proba(X), clf.predict_proba(X), atol=1e-5)
+
+
+def test_a_cuda_pickle_loads_on_a_cpu_only_machine() -> None:
+    # The pickle stores the network on the CPU and the device by name; on a machine without
+    # CUDA a model recorded as fitted on "cuda:0" comes back on the CPU.
+    X, y = mixed_frame(100)
+    clf = TabNetClassifier(max_epochs=2, random_state=0, device="cpu").fit(X, y)
+    state = clf.__getstate__()
+    assert next(state["network_"].parameters()).device.type == "cpu"
+    state["device_"] = "cuda:0"
+    restored = TabNetClassifier.__new__(TabNetClassifier)
+    restored.__setstate__(state)
+    if not torch.cuda.is_available():
+        assert restored.device_ == torch.device("cpu")
+    np.testing.assert_allclose(restored.predict_proba(X), clf.predict_proba(X), atol=1e-6)
+
+
+def test_feature_name_warnings_follow_sklearn() -> None:
+    X, y = mixed_frame(100)
+    numeric = X[["signal", "noise"]]
+    clf = TabNetRegressor(max_epochs=2, random_state=0).fit(numeric, np.arange(100.0))
+    with pytest.warns(UserWarning, match="does not have valid feature names"):
+        clf.predict(numeric.to_numpy())
+    arr = TabNetRegressor(max_epochs=2, random_state=0).fit(numeric.to_numpy(), np.arange(100.0))
+    assert not hasattr(arr, "feature_names_in_")
+    with pytest.warns(UserWarning, match="fitted without feature names"):
+        arr.predict(numeric)
+    with pytest.raises(ValueError, match="X has 3 features, but TabNetRegressor is expecting 2"):
+        arr.predict(np.zeros((4, 3)))

@@ -90,26 +90,44 @@ class GhostBatchNorm(nn.Module):
         n = x.shape[0]
         n_chunks = max(1, math.ceil(n / self.virtual_batch_size))
         base, n_big = divmod(n, n_chunks)
+        split = n_big * (base + 1)
         parts = []
         means = []
         variances = []
-        split = n_big * (base + 1)
         for rows, size in ((x[:split], base + 1), (x[split:], base)):
             if rows.shape[0] == 0:
                 continue
-            out, mean, var = self._normalise(rows.reshape(-1, size, self.num_features))
-            parts.append(out.reshape(-1, self.num_features))
-            means.append(mean)
-            variances.append(var * (size / max(size - 1, 1)))
-        if self.momentum > 0:
+            out, mean, var = self._normalise(rows, size)
+            parts.append(out)
+            if mean is not None and var is not None:
+                means.append(mean)
+                variances.append(var)
+        if self.momentum > 0 and means:
             self._update_running(torch.cat(means), torch.cat(variances))
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
-    def _normalise(self, chunks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        var, mean = torch.var_mean(chunks, dim=1, correction=0, keepdim=True)
-        scale = self.weight * torch.rsqrt(var + self.eps)
-        shift = self.bias - mean * scale
-        return torch.addcmul(shift, chunks, scale), mean, var
+    def _normalise(
+        self, rows: torch.Tensor, size: int
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """Normalise ``rows`` in virtual batches of ``size`` rows.
+
+        The virtual batches are laid side by side as extra channels of a ``(size, k * C)`` view,
+        so one call of PyTorch's fused batch norm (forward and backward) does all of them; its
+        running buffers, with momentum 1, hand back each virtual batch's mean and unbiased
+        variance.
+        """
+        c = self.num_features
+        k = rows.shape[0] // size
+        if size == 1:  # a single row normalises to zero: the output is the bias
+            return self.bias.expand(rows.shape[0], c) + 0.0 * rows, None, None
+        side = rows.reshape(k, size, c).transpose(0, 1).reshape(size, k * c)
+        mean = torch.zeros(k * c, dtype=self.weight.dtype, device=rows.device)
+        var = torch.ones(k * c, dtype=self.weight.dtype, device=rows.device)
+        out = nn.functional.batch_norm(
+            side, mean, var, self.weight.repeat(k), self.bias.repeat(k), True, 1.0, self.eps
+        )
+        out = out.reshape(size, k, c).transpose(0, 1).reshape(k * size, c)
+        return out, mean.view(k, c), var.view(k, c)
 
     @torch.no_grad()
     def _update_running(self, means: torch.Tensor, variances: torch.Tensor) -> None:
@@ -117,5 +135,5 @@ class GhostBatchNorm(nn.Module):
         weight = torch.clamp(
             1.0 / self.num_batches_tracked.to(self.running_mean.dtype), min=self.momentum
         )
-        self.running_mean.lerp_(means.mean(dim=(0, 1)).to(self.running_mean.dtype), weight)
-        self.running_var.lerp_(variances.mean(dim=(0, 1)).to(self.running_var.dtype), weight)
+        self.running_mean.lerp_(means.mean(dim=0).to(self.running_mean.dtype), weight)
+        self.running_var.lerp_(variances.mean(dim=0).to(self.running_var.dtype), weight)
