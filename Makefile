@@ -22,7 +22,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy tabsparse
 
 pytest: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --durations=15
 
 test: lint typecheck pytest
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import os
 import platform
 import re
 import statistics
@@ -28,7 +29,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tabsparse.sparsemax import entmax15, sparsemax  # noqa: E402
+from tabsparse.sparsemax import entmax15, sparsemax
 
 try:
     import entmax as _entmax_pkg
@@ -110,25 +111,34 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def load_average() -> float | None:
+    """One-minute load average (None where unavailable)."""
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def machine_line(device: torch.device, threads: int) -> str:
     """One line describing where the numbers come from."""
     where = f"CPU: {cpu_model()}, {threads} thread(s)"
     if device.type == "cuda":
         where = f"GPU: {torch.cuda.get_device_name(device)} ({where})"
     today = _dt.date.today().isoformat()
-    return f"{where}; torch {torch.__version__}; Python {platform.python_version()}; {today}"
+    load = load_average()
+    busy = f"; load average {load:.2f} at start" if load is not None else ""
+    return f"{where}; torch {torch.__version__}; Python {platform.python_version()}; {today}{busy}"
 
 
 def render(
     results: dict[tuple[int, int], dict[tuple[str, str], float]],
     impls: dict[str, Fn],
-    device: torch.device,
-    threads: int,
+    machine: str,
     repeats: int,
 ) -> str:
     """Markdown text of the section (without the heading)."""
     lines = [
-        f"Machine: {machine_line(device, threads)}.",
+        f"Machine: {machine}.",
         "",
         f"float32, rows of width `d` normalised along the last dim, random normal scores; "
         f"median of {repeats} interleaved repeats; `fwd` = forward under `no_grad`, "
@@ -197,7 +207,15 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--device cuda requested but CUDA is not available")
     shapes = [tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",")]
     impls = implementations()
-    print(machine_line(device, torch.get_num_threads()), flush=True)
+    line = machine_line(device, torch.get_num_threads())
+    print(line, flush=True)
+    load = load_average()
+    if load is not None and load > 0.5 * (os.cpu_count() or 1):
+        print(
+            f"warning: load average {load:.2f}: other processes compete for the CPU and many "
+            "small operations suffer most (each waits for every thread); numbers will be noisy",
+            flush=True,
+        )
     results: dict[tuple[int, int], dict[tuple[str, str], float]] = {}
     for shape in shapes:
         n, d = shape
@@ -206,7 +224,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{name} {res[(name, 'fwd')]:.2f}/{res[(name, 'fwd+bwd')]:.2f}" for name in impls
         )
         print(f"{n}x{d}: {summary} ms", flush=True)
-    body = render(results, impls, device, torch.get_num_threads(), args.repeats)
+    body = render(results, impls, line, args.repeats)
     print()
     print(body)
     if not args.no_write:

@@ -41,6 +41,7 @@ Edge cases (documented behaviour)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -49,21 +50,29 @@ from torch import Tensor, nn
 
 __all__ = ["Entmax15", "Sparsemax", "entmax15", "sparsemax"]
 
+#: Inputs with ``numel * log2(d)`` up to this use the sort-based algorithm (fewer operations).
+_SORT_MAX_WORK = 1 << 17
 #: Width of the blocks used to prune candidates: narrow blocks below this row width, wide above.
 _WIDE_BLOCK_FROM = 2048
 #: Rows at least this wide are pruned with block maxima before the threshold search.
-_PRUNE_MIN_WIDTH = 128
+_PRUNE_MIN_WIDTH = 256
 #: Pass cap of the adaptive (CPU) threshold search before the sort-based fallback.
 _MAX_PASSES_ADAPTIVE = 24
 #: Number of passes of the fixed (synchronisation-free, non-CPU) threshold search.
 _MAX_PASSES_FIXED = 10
-#: Passes run before the first convergence test (earlier ones rarely converge).
+#: First tested pass of a search started from ``max - 1`` (earlier ones rarely converge).
 _FIRST_CHECK = 3
 #: Passes of the search on the block maxima that give the lower bound used for pruning
 #: (sparsemax, entmax-1.5).
 _BOUND_PASSES = (4, 6)
 #: Cost, in rows of full width, of searching the rows with many candidates separately.
 _SPLIT_ROWS = 32
+#: Gather candidates only if they are at most this fraction of the scores (gathers are slow).
+_PRUNE_MAX_FRACTION = 0.5
+#: Below this many scores, rows are searched at full width without gathering candidates.
+_DIRECT_SEARCH_ELEMENTS = 1 << 18
+#: Largest scratch buffer (elements) used to count supports.
+_SCRATCH_ELEMENTS = 1 << 20
 
 # --------------------------------------------------------------------------------------------
 # Sort-based reference thresholds (exact, used as fallback for unconverged rows)
@@ -131,17 +140,17 @@ def _entmax15_tau_sort(u: Tensor) -> Tensor:
 # --------------------------------------------------------------------------------------------
 
 
-# A step of the threshold search: (scores, tau, k_prev, scratch, check) -> (done, final, next, k).
+# A step of the threshold search: (scores, tau, scratch, check) -> (done, final, next, k).
 _Step = Callable[
-    [Tensor, Tensor, "Tensor | None", Tensor, bool],
+    [Tensor, Tensor, Tensor, bool],
     tuple["Tensor | None", Tensor, Tensor, "Tensor | None"],
 ]
 
 
 def _sparsemax_step(
-    z: Tensor, tau: Tensor, k_prev: Tensor | None, buf: Tensor, check: bool
+    z: Tensor, tau: Tensor, buf: Tensor, check: bool
 ) -> tuple[Tensor | None, Tensor, Tensor, Tensor | None]:
-    """One Michelot pass for sparsemax.
+    """One Michelot pass for sparsemax, optionally testing the new iterate for exactness.
 
     Parameters
     ----------
@@ -149,40 +158,46 @@ def _sparsemax_step(
         Scores ``(m, w)`` with ``z - tau <= 1`` (true when ``tau >= max(z) - 1``).
     tau : Tensor
         Current lower bound of the threshold, ``(m, 1)``.
-    k_prev : Tensor or None
-        Support size at the previous iterate.
     buf : Tensor
-        Scratch buffers ``(1, m, w)``.
+        Scratch buffers ``(2, m, w)``.
     check : bool
-        Whether to test convergence.
+        Whether to test the new iterate.
 
     Returns
     -------
     done : Tensor or None
-        Rows whose support did not change (the iterate is exact) or that are NaN; None when
-        not checked.
+        Rows whose new iterate is exact (every score of the support ``{z > tau}`` stays above
+        it, so the support is final) or that are NaN; None when not checked.
     final : Tensor
-        The threshold to keep for the rows that are done.
+        The new iterate (the threshold to keep where done).
     nxt : Tensor
-        Next iterate.
-    k : Tensor
-        Support size at ``tau``.
+        Next iterate (the same: Michelot iterates are lower bounds).
+    k : Tensor or None
+        Support size at ``tau`` (None when not checked).
     """
     r = buf[0]
     torch.sub(z, tau, out=r)
     r.clamp_(min=0.0)
-    s = r.sum(dim=-1, keepdim=True)
-    r.ceil_()  # 0 < z - tau <= 1 on the support, so ceil gives the indicator
-    k = r.sum(dim=-1, keepdim=True)
-    nxt = torch.addcdiv(tau, s.sub_(1.0), k)
-    done = None
-    if check and k_prev is not None:
-        done = (k == k_prev).logical_or_(torch.isnan(nxt))
+    s = r.sum(dim=-1, keepdim=True).sub_(1.0)
+    if not check:
+        r.ceil_()  # 0 < z - tau <= 1 on the support, so ceil gives the indicator
+        k = r.sum(dim=-1, keepdim=True)
+        nxt = torch.addcdiv(tau, s, k)
+        return None, nxt, nxt, None
+    c = buf[1]
+    torch.ceil(r, out=c)
+    k = c.sum(dim=-1, keepdim=True)
+    # Smallest positive r: support entries map to r - 2 < 0, the others to 0.
+    torch.add(r, c, alpha=-2.0, out=c)
+    rmin = c.amin(dim=-1, keepdim=True).add_(2.0)
+    step = s.div_(k)
+    nxt = tau + step
+    done = (rmin > step).logical_or_(torch.isnan(nxt))
     return done, nxt, nxt, k
 
 
 def _entmax15_step(
-    u: Tensor, tau: Tensor, k_prev: Tensor | None, buf: Tensor, check: bool
+    u: Tensor, tau: Tensor, buf: Tensor, check: bool
 ) -> tuple[Tensor | None, Tensor, Tensor, Tensor | None]:
     """One Newton pass for entmax-1.5, optionally with the exact closed form on the support.
 
@@ -192,8 +207,6 @@ def _entmax15_step(
         Half scores ``(m, w)`` with ``u - tau <= 1``.
     tau : Tensor
         Current lower bound of the threshold, ``(m, 1)``.
-    k_prev : Tensor or None
-        Unused (common signature).
     buf : Tensor
         Scratch buffers ``(2, m, w)``.
     check : bool
@@ -211,7 +224,6 @@ def _entmax15_step(
     k : Tensor or None
         Support size at ``tau`` (None when not checked).
     """
-    del k_prev
     r, tmp = buf[0], buf[1]
     torch.sub(u, tau, out=r)
     r.clamp_(min=0.0)
@@ -240,7 +252,7 @@ def _search(
     step: _Step,
     fallback: Callable[[Tensor], Tensor],
     adaptive: bool,
-    n_buf: int,
+    first_check: int,
 ) -> Tensor:
     """Run a threshold search to exactness, with a sort-based fallback.
 
@@ -258,8 +270,8 @@ def _search(
         If true (CPU), stop as soon as every row converged and keep working only on the rows
         not yet converged. If false, run a fixed number of passes with a single host
         synchronisation at the end.
-    n_buf : int
-        Number of scratch planes the step needs.
+    first_check : int
+        First pass whose iterate is tested (earlier ones rarely converge from a poor start).
 
     Returns
     -------
@@ -269,19 +281,18 @@ def _search(
     n = z.shape[0]
     if n == 0:
         return tau.clone()
-    buf = torch.empty((n_buf, *z.shape), dtype=z.dtype, device=z.device)
-    k: Tensor | None = None
+    buf = torch.empty((2, *z.shape), dtype=z.dtype, device=z.device)
     # Unchecked passes: almost no row can be exact yet, so skip the bookkeeping.
-    for _ in range(_FIRST_CHECK - 1):
-        _, _, tau, k = step(z, tau, k, buf, False)
+    for _ in range(first_check - 1):
+        _, _, tau, _ = step(z, tau, buf, False)
     out = tau.clone()
     settled = torch.zeros((n, 1), dtype=torch.bool, device=z.device)
     rows: Tensor | None = None  # original row of each working row (None: identity)
     zc, tc = z, tau
     max_passes = _MAX_PASSES_ADAPTIVE if adaptive else _MAX_PASSES_FIXED
-    for _ in range(_FIRST_CHECK - 1, max_passes):
+    for _ in range(first_check - 1, max_passes):
         m = zc.shape[0]
-        done, final, tc, k = step(zc, tc, k, buf[:, :m], True)
+        done, final, tc, _ = step(zc, tc, buf[:, :m], True)
         assert done is not None
         if not adaptive:
             out = torch.where(done, final, out)
@@ -298,7 +309,6 @@ def _search(
         if 4 * n_keep <= 3 * m:
             zc = zc.index_select(0, keep)
             tc = tc.index_select(0, keep)
-            k = k.index_select(0, keep) if k is not None else None
             rows = keep if rows is None else rows.index_select(0, keep)
             settled = torch.zeros((n_keep, 1), dtype=torch.bool, device=z.device)
         else:
@@ -338,34 +348,6 @@ def _block_max(z: Tensor, block: int) -> Tensor:
     return z[:, : nb * block].reshape(n, block, nb).amax(dim=1)
 
 
-def _block_bound(bz: Tensor, entmax: bool) -> Tensor:
-    """Lower bound of the threshold of whole rows from their block maxima.
-
-    The block maxima are a subset of the scores of a row, so every lower bound of their own
-    threshold (any iterate of the search started below it) is a lower bound of the threshold
-    of the row. The bound is also raised to ``-1`` (``max - 1`` of the row).
-
-    Parameters
-    ----------
-    bz : Tensor
-        Block maxima ``(n, nb)`` in the coordinates of the search (row maximum at most 0).
-    entmax : bool
-        Entmax-1.5 threshold if true, sparsemax threshold otherwise.
-
-    Returns
-    -------
-    Tensor
-        Finite lower bound ``(n, 1)``, at least ``-1``.
-    """
-    step: _Step = _entmax15_step if entmax else _sparsemax_step
-    tau = bz.amax(dim=1, keepdim=True) - 1.0
-    buf = torch.empty((2 if entmax else 1, *bz.shape), dtype=bz.dtype, device=bz.device)
-    k: Tensor | None = None
-    for _ in range(_BOUND_PASSES[int(entmax)]):
-        _, _, tau, k = step(bz, tau, k, buf, False)
-    return torch.fmax(tau, torch.full_like(tau, -1.0))  # fmax: NaN rows get -1
-
-
 def _candidate_slots(cnt: Tensor, nb: int, block: int, tail: int, width: int) -> int | None:
     """Number of live blocks ``L`` to keep per row, or None when pruning does not pay.
 
@@ -380,7 +362,7 @@ def _candidate_slots(cnt: Tensor, nb: int, block: int, tail: int, width: int) ->
     # A separate search of the wide rows costs dozens of small operations: count it as rows.
     cost += (rows_within < n) * (_SPLIT_ROWS * width)
     n_live = int(cost.argmin())
-    if 2 * int(cost[n_live]) > n * width:
+    if int(cost[n_live]) > _PRUNE_MAX_FRACTION * n * width:
         return None
     return n_live
 
@@ -426,25 +408,154 @@ def _gather_candidates(x2: Tensor, live: Tensor, cnt: Tensor, n_live: int, block
     return zc
 
 
-def _pruned_threshold(x2: Tensor, entmax: bool) -> tuple[Tensor, Tensor, Tensor | None]:
-    """Row maxima and exact thresholds of wide rows, searching only candidate blocks (CPU).
+def _block_passes(bz: Tensor, entmax: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Threshold search on the block maxima, ending with one checked pass.
+
+    The block maxima are a subset of the scores of a row, so every lower bound of their own
+    threshold (any iterate of the search started below it) is a lower bound of the threshold
+    of the whole row.
+
+    Parameters
+    ----------
+    bz : Tensor
+        Block maxima ``(n, nb)`` in the coordinates of the search.
+    entmax : bool
+        Entmax-1.5 threshold if true, sparsemax threshold otherwise.
+
+    Returns
+    -------
+    lower : Tensor
+        Finite lower bound ``(n, 1)`` of the threshold of the whole rows, at least ``-1``.
+    final : Tensor
+        Threshold of the block maxima, exact where ``done``.
+    done : Tensor
+        Rows where ``final`` is the exact threshold of the block maxima (or NaN rows).
+    k : Tensor
+        Number of block maxima above the threshold where ``done``.
+    """
+    step: _Step = _entmax15_step if entmax else _sparsemax_step
+    tau = bz.amax(dim=1, keepdim=True) - 1.0
+    buf = torch.empty((2, *bz.shape), dtype=bz.dtype, device=bz.device)
+    for _ in range(_BOUND_PASSES[int(entmax)]):
+        _, _, tau, _ = step(bz, tau, buf, False)
+    done, final, nxt, k = step(bz, tau, buf, True)
+    assert done is not None and k is not None
+    lower = torch.fmax(nxt, torch.full_like(nxt, -1.0))  # fmax: NaN rows get -1
+    return lower, final, done, k
+
+
+def _block_bound(bz: Tensor, entmax: bool) -> Tensor:
+    """Lower bound (at least ``-1``) of the row thresholds from block maxima ``bz``."""
+    return _block_passes(bz, entmax)[0]
+
+
+def _count_positive(y: Tensor) -> Tensor:
+    """Number of positive entries of each row of ``y`` (NaN for NaN rows), as ``(n, 1)``.
+
+    Works through row chunks so that the scratch buffer stays small (fresh large buffers cost
+    page faults).
+    """
+    n, w = y.shape
+    rows = max(1, _SCRATCH_ELEMENTS // max(w, 1))
+    if rows >= n:
+        return torch.sign(y).sum(dim=1, keepdim=True)
+    out = torch.empty((n, 1), dtype=y.dtype, device=y.device)
+    scratch = torch.empty((rows, w), dtype=y.dtype, device=y.device)
+    for start in range(0, n, rows):
+        stop = min(start + rows, n)
+        part = scratch[: stop - start]
+        torch.sign(y[start:stop], out=part)
+        torch.sum(part, dim=1, keepdim=True, out=out[start:stop])
+    return out
+
+
+def _refine(
+    x2: Tensor, m: Tensor, bz: Tensor, lower: Tensor, entmax: bool, block: int
+) -> tuple[Tensor, Tensor | None]:
+    """Exact thresholds of wide rows from a lower bound, searching only candidate blocks.
+
+    Parameters
+    ----------
+    x2 : Tensor
+        Scores ``(n, w)``, unit stride along the last dimension. Never modified.
+    m : Tensor
+        Row maxima ``(n, 1)``.
+    bz : Tensor
+        Block maxima ``(n, nb)`` in search coordinates (see :func:`_block_max`).
+    lower : Tensor
+        Lower bound of the thresholds ``(n, 1)``, at least ``-1``.
+    entmax : bool
+        Entmax-1.5 threshold (of the half scores) if true, sparsemax otherwise.
+    block : int
+        Block size used for ``bz``.
+
+    Returns
+    -------
+    tau : Tensor
+        Exact thresholds ``(n, 1)`` in search coordinates.
+    z : Tensor or None
+        The shifted scores when they had to be computed at full width (no pruning), else None.
+    """
+    w = x2.shape[1]
+    nb = bz.shape[1]
+    cut = nb * block
+    scale = 0.5 if entmax else 1.0
+    step: _Step = _entmax15_step if entmax else _sparsemax_step
+    fallback = _entmax15_tau_sort if entmax else _sparsemax_tau_sort
+    live = bz > lower
+    cnt = live.sum(dim=1)
+    # Gathering candidates costs dozens of operations: only worth it on enough scores.
+    n_live = None
+    if x2.shape[0] * w > _DIRECT_SEARCH_ELEMENTS:
+        n_live = _candidate_slots(cnt, nb, block, w - cut, w)
+    if n_live is None:  # few or dense rows: search at full width from the bound
+        z = torch.sub(x2, m).mul_(scale)
+        return _search(z, lower, step, fallback, True, 1), z
+    zc = _gather_candidates(x2, live, cnt, n_live, block).sub_(m).mul_(scale)
+    wide = (cnt > n_live).nonzero().view(-1)
+    if wide.numel() == 0:
+        return _search(zc, lower, step, fallback, True, 1), None
+    # Rows with more live blocks than slots are searched at full width; their truncated
+    # candidate rows are replaced by a trivial row (a single 0) that converges at once.
+    zc.index_fill_(0, wide, float("-inf"))
+    zc[:, :1].index_fill_(0, wide, 0.0)
+    out = _search(zc, lower.index_fill(0, wide, -1.0), step, fallback, True, 1)
+    zw = torch.sub(x2.index_select(0, wide), m.index_select(0, wide)).mul_(scale)
+    tau_w = _search(zw, lower.index_select(0, wide), step, fallback, True, 1)
+    out.index_copy_(0, wide, tau_w)
+    return out, None
+
+
+def _apply_threshold(x2: Tensor, m: Tensor, tau: Tensor, entmax: bool) -> Tensor:
+    """``[x - m - tau]_+`` (sparsemax) or ``[(x - m) / 2 - tau]_+`` (entmax, not squared)."""
+    y = torch.sub(x2, m)
+    if entmax:
+        torch.add(tau.neg(), y, alpha=0.5, out=y)
+    else:
+        y.sub_(tau)
+    return y.clamp_(min=0.0)
+
+
+def _wide_forward(x2: Tensor, entmax: bool) -> Tensor:
+    """Sparsemax / entmax-1.5 of wide rows on CPU, with candidate pruning.
+
+    Sparsemax first tries the threshold of the block maxima: it is the exact threshold of the
+    row whenever the row has as many scores above it as the block maxima have, which one count
+    over the output checks. Only the rows failing that test (and all rows of entmax-1.5, whose
+    supports are larger) go through :func:`_refine`.
 
     Parameters
     ----------
     x2 : Tensor
         Scores ``(n, w)`` in working precision, unit stride along the last dimension,
-        ``w >= 8``. Never modified.
+        ``w >= _PRUNE_MIN_WIDTH``. Never modified.
     entmax : bool
-        Entmax-1.5 threshold (in half-score coordinates) if true, sparsemax otherwise.
+        Entmax-1.5 if true, sparsemax otherwise.
 
     Returns
     -------
-    m : Tensor
-        Row maxima ``(n, 1)``.
-    tau : Tensor
-        Thresholds ``(n, 1)`` relative to ``m`` (of ``u = (x - m) / 2`` for entmax-1.5).
-    z : Tensor or None
-        The shifted scores when they had to be computed at full width (no pruning), else None.
+    Tensor
+        Output ``(n, w)`` in working precision.
     """
     w = x2.shape[1]
     block = _block_size(w)
@@ -455,30 +566,32 @@ def _pruned_threshold(x2: Tensor, entmax: bool) -> tuple[Tensor, Tensor, Tensor 
     if cut < w:
         m = torch.maximum(m, x2[:, cut:].amax(dim=1, keepdim=True))
     scale = 0.5 if entmax else 1.0
+    nan_rows = m - m  # 0, or NaN for rows with a non-finite maximum
     bz = (bm - m).mul_(scale)
-    tau = _block_bound(bz, entmax)
-    step: _Step = _entmax15_step if entmax else _sparsemax_step
-    fallback = _entmax15_tau_sort if entmax else _sparsemax_tau_sort
-    n_buf = 2 if entmax else 1
-    live = bz > tau
-    cnt = live.sum(dim=1)
-    n_live = _candidate_slots(cnt, nb, block, w - cut, w)
-    if n_live is None:  # dense rows: search at full width from the bound
-        z = torch.sub(x2, m).mul_(scale)
-        return m, _search(z, tau, step, fallback, True, n_buf), z
-    zc = _gather_candidates(x2, live, cnt, n_live, block).sub_(m).mul_(scale)
-    wide = (cnt > n_live).nonzero().view(-1)
-    if wide.numel() == 0:
-        return m, _search(zc, tau, step, fallback, True, n_buf), None
-    # Rows with more live blocks than slots are searched at full width; their truncated
-    # candidate rows are replaced by a trivial row (a single 0) that converges at once.
-    zc.index_fill_(0, wide, float("-inf"))
-    zc[:, :1].index_fill_(0, wide, 0.0)
-    out = _search(zc, tau.index_fill(0, wide, -1.0), step, fallback, True, n_buf)
-    zw = torch.sub(x2.index_select(0, wide), m.index_select(0, wide)).mul_(scale)
-    tau_w = _search(zw, tau.index_select(0, wide), step, fallback, True, n_buf)
-    out.index_copy_(0, wide, tau_w)
-    return m, out, None
+    lower, final, done, k = _block_passes(bz, entmax)
+    if entmax:
+        tau, z = _refine(x2, m, bz, lower, entmax, block)
+        tau = tau + nan_rows
+        if z is None:
+            y = _apply_threshold(x2, m, tau, entmax)
+        else:
+            y = z.sub_(tau).clamp_(min=0.0)
+        return y.square_()
+    y = _apply_threshold(x2, m, torch.where(done, final, lower) + nan_rows, entmax)
+    exact = done & (_count_positive(y) == k)
+    exact |= torch.isnan(nan_rows)
+    redo = (~exact).view(-1).nonzero().view(-1)
+    if redo.numel() > 0:
+        xs, ms = x2.index_select(0, redo), m.index_select(0, redo)
+        tau_s, z_s = _refine(
+            xs, ms, bz.index_select(0, redo), lower.index_select(0, redo), entmax, block
+        )
+        if z_s is None:
+            y_s = _apply_threshold(xs, ms, tau_s, entmax)
+        else:
+            y_s = z_s.sub_(tau_s).clamp_(min=0.0)
+        y.index_copy_(0, redo, y_s)
+    return y
 
 
 def _is_adaptive(device: torch.device) -> bool:
@@ -509,7 +622,8 @@ def _threshold(z: Tensor, entmax: bool) -> Tensor:
         tau = _block_bound(_block_max(z, _block_size(w)), entmax)  # better than max - 1
     else:
         tau = torch.full((n, 1), -1.0, dtype=z.dtype, device=z.device)
-    return _search(z, tau, step, fallback, _is_adaptive(z.device), 2 if entmax else 1)
+    first = 1 if w >= _PRUNE_MIN_WIDTH else _FIRST_CHECK
+    return _search(z, tau, step, fallback, _is_adaptive(z.device), first)
 
 
 # --------------------------------------------------------------------------------------------
@@ -543,25 +657,19 @@ def _forward(x: Tensor, dim: int, entmax: bool) -> Tensor:
     x2 = xt.reshape(-1, d).to(work)
     if x2.stride(-1) != 1 or (x2.shape[0] > 1 and x2.stride(0) != d):
         x2 = x2.contiguous()
-    z: Tensor | None
-    if d >= _PRUNE_MIN_WIDTH and _is_adaptive(x2.device):
-        m, tau, z = _pruned_threshold(x2, entmax)
+    small = x2.numel() * math.log2(max(d, 2)) <= _SORT_MAX_WORK
+    if d >= _PRUNE_MIN_WIDTH and not small and _is_adaptive(x2.device):
+        return _wide_forward(x2, entmax).view(shape).movedim(-1, dim).to(x.dtype)
+    m = x2.amax(dim=1, keepdim=True)
+    z = torch.sub(x2, m)
+    if entmax:  # half scores u = (x - max) / 2
+        z.mul_(0.5)
+    if small:  # a handful of operations: sorting beats the iterative search
+        tau = _entmax15_tau_sort(z) if entmax else _sparsemax_tau_sort(z)
     else:
-        m = x2.amax(dim=1, keepdim=True)
-        z = torch.sub(x2, m)
-        if entmax:  # half scores u = (x - max) / 2
-            z.mul_(0.5)
         tau = _threshold(z, entmax)
     tau = tau + (m - m)  # NaN for rows with a non-finite maximum (NaN, +inf, all -inf)
-    if z is None:
-        z = torch.sub(x2, m)
-        if entmax:
-            torch.add(tau.neg(), z, alpha=0.5, out=z)
-        else:
-            z.sub_(tau)
-    else:
-        z.sub_(tau)
-    z.clamp_(min=0.0)
+    z.sub_(tau).clamp_(min=0.0)
     if entmax:
         z.square_()
     return z.view(shape).movedim(-1, dim).to(x.dtype)
@@ -577,7 +685,11 @@ def _sparsemax_backward(y: Tensor, grad: Tensor, dim: int) -> Tensor:
 
 def _entmax15_backward(y: Tensor, grad: Tensor, dim: int) -> Tensor:
     """Closed-form vector-Jacobian product of entmax-1.5: ``g v - g sum(g v) / sum(g)``."""
-    g = torch.sqrt(y)
+    # sqrt(y), avoiding torch.sqrt on zeros (a slow path of the vectorised CPU kernel, and
+    # entmax outputs are mostly zeros): sqrt(max(y, tiny)) - sqrt(tiny) is exactly 0 at 0
+    # and equal to sqrt(y) (to rounding) elsewhere.
+    tiny = torch.finfo(y.dtype).tiny
+    g = torch.clamp(y, min=tiny).sqrt_().sub_(math.sqrt(tiny))
     gv = torch.mul(grad, g)  # becomes the result
     q = gv.sum(dim=dim, keepdim=True).div_(g.sum(dim=dim, keepdim=True))
     return gv.addcmul_(g, q, value=-1.0)

@@ -19,6 +19,15 @@ smod = importlib.import_module("tabsparse.sparsemax")
 FUNCS = {"sparsemax": sparsemax, "entmax15": entmax15}
 
 
+@pytest.fixture(autouse=True)
+def _search_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small inputs normally use the sort-based algorithm; test the sort-free search on them.
+
+    ``test_small_inputs_use_sort_path`` covers the sort-based path with the default setting.
+    """
+    monkeypatch.setattr(smod, "_SORT_MAX_WORK", 0)
+
+
 # --------------------------------------------------------------------------------------------
 # float64 NumPy references (sort-based, written independently of the library)
 # --------------------------------------------------------------------------------------------
@@ -393,13 +402,15 @@ def test_bad_arguments() -> None:
 
 
 @pytest.mark.parametrize("name", ["sparsemax", "entmax15"])
-@pytest.mark.parametrize("split_rows", [0, 32])
+@pytest.mark.parametrize(("split_rows", "direct"), [(0, 0), (32, 0), (32, 1 << 18)])
 def test_mixed_sparse_and_dense_rows(
-    monkeypatch: pytest.MonkeyPatch, name: str, split_rows: int
+    monkeypatch: pytest.MonkeyPatch, name: str, split_rows: int, direct: int
 ) -> None:
     # Candidate pruning keeps a few blocks per row; dense rows need many and are searched
-    # separately at full width (forced with split_rows=0).
+    # separately at full width (forced with split_rows=0). direct=0 forces the gathering of
+    # candidates even for the few rows whose block-maxima threshold is not exact.
     monkeypatch.setattr(smod, "_SPLIT_ROWS", split_rows)
+    monkeypatch.setattr(smod, "_DIRECT_SEARCH_ELEMENTS", direct)
     calls = [0]
     original = smod._search
 
@@ -415,7 +426,7 @@ def test_mixed_sparse_and_dense_rows(
     x[0, :1024] = float("-inf")  # the maximum of row 0 sits in the tail columns
     y = FUNCS[name](x)
     np.testing.assert_allclose(y.numpy(), NP_REFS[name](x.numpy()), atol=1e-12)
-    if split_rows == 0:
+    if split_rows == 0 and direct == 0:
         assert calls[0] >= 2  # the wide rows had their own search
 
 
@@ -490,6 +501,34 @@ def test_fixed_pass_path_matches(monkeypatch: pytest.MonkeyPatch, name: str) -> 
         x = torch.randn(50, d, generator=g, dtype=torch.float64) * 2
         x[0, 1] = float("-inf")
         np.testing.assert_allclose(FUNCS[name](x).numpy(), NP_REFS[name](x.numpy()), atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["sparsemax", "entmax15"])
+def test_small_inputs_use_sort_path(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    monkeypatch.setattr(smod, "_SORT_MAX_WORK", 1 << 17)  # the library default
+    calls = count_passes(monkeypatch, name)
+    inf, nan = float("inf"), float("nan")
+    x = torch.randn(50, 12, dtype=torch.float64) * 2
+    x[0, 3] = nan
+    x[1] = -inf
+    x[2, 0] = inf
+    x[3, :6] = -inf
+    y = FUNCS[name](x)
+    assert calls[0] == 0  # no iterative search
+    assert torch.isnan(y[:3]).all()
+    np.testing.assert_allclose(y[3:].numpy(), NP_REFS[name](x[3:].numpy()), atol=1e-12)
+    assert (y[3, :6] == 0).all()
+    for shape, dim in [((4, 1, 6), 0), ((4, 1, 6), 1), ((4, 1, 6), 2), ((3, 5), 0)]:
+        xs = separated(shape, 1, spacing=0.3 / max(shape)).requires_grad_(True)
+        expected = NP_REFS[name](xs.detach().numpy(), axis=dim)
+        np.testing.assert_allclose(FUNCS[name](xs, dim).detach().numpy(), expected, atol=1e-12)
+        if far_from_threshold(xs.detach(), dim):
+            assert torch.autograd.gradcheck(lambda t, dim=dim: FUNCS[name](t, dim), (xs,))
+    h = FUNCS[name](x[3:].half())
+    assert h.dtype == torch.float16
+    np.testing.assert_allclose(
+        h.double().numpy(), NP_REFS[name](x[3:].half().double().numpy()), atol=2e-3
+    )
 
 
 # --------------------------------------------------------------------------------------------

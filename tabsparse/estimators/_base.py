@@ -123,8 +123,8 @@ class TabNetBase(BaseEstimator):
     def __init__(
         self,
         *,
-        n_d: int = 8,
-        n_a: int = 8,
+        n_d: int = 16,
+        n_a: int = 16,
         n_steps: int = 3,
         gamma: float = 1.3,
         n_independent: int = 2,
@@ -325,8 +325,8 @@ class TabNetBase(BaseEstimator):
     def _split(
         self, n: int, rng: np.random.Generator, y: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        n_val = int(round(n * self.validation_fraction))
-        if n_val < 1 or n - n_val < 1:
+        n_val = max(1, int(round(n * self.validation_fraction)))
+        if n - n_val < 1:
             raise ValueError(
                 f"early stopping needs a validation split, but validation_fraction="
                 f"{self.validation_fraction} of {n} rows leaves an empty part; pass X_val/y_val, "
@@ -483,6 +483,9 @@ class TabNetBase(BaseEstimator):
         return importances.cpu().numpy(), masks.cpu().numpy()
 
     # ---- public methods after fit --------------------------------------------------------------
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "network_")
+
     def _predict_logits(self, X: Any) -> torch.Tensor:
         check_is_fitted(self)
         data = self._tensor_data(self._encode(X), None, None, self.device_)
