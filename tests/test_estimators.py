@@ -365,7 +365,7 @@ def test_a_cuda_pickle_loads_on_a_cpu_only_machine() -> None:
 
 
 def test_feature_name_warnings_follow_sklearn() -> None:
-    X, y = mixed_frame(100)
+    X, _ = mixed_frame(100)
     numeric = X[["signal", "noise"]]
     clf = TabNetRegressor(max_epochs=2, random_state=0).fit(numeric, np.arange(100.0))
     with pytest.warns(UserWarning, match="does not have valid feature names"):
