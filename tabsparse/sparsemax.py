@@ -72,7 +72,7 @@ _PRUNE_MAX_FRACTION = 0.5
 #: Below this many scores, rows are searched at full width without gathering candidates.
 _DIRECT_SEARCH_ELEMENTS = 1 << 18
 #: Largest scratch buffer (elements) used to count supports.
-_SCRATCH_ELEMENTS = 1 << 20
+_SCRATCH_ELEMENTS = 1 << 22
 
 # --------------------------------------------------------------------------------------------
 # Sort-based reference thresholds (exact, used as fallback for unconverged rows)
@@ -631,6 +631,14 @@ def _threshold(z: Tensor, entmax: bool) -> Tensor:
 # --------------------------------------------------------------------------------------------
 
 
+def _restore(y: Tensor, shape: torch.Size, dim: int, dtype: torch.dtype) -> Tensor:
+    """Rows ``(n, d)`` back to the input layout (contiguous, like softmax) and dtype."""
+    out = y.view(shape).movedim(-1, dim)
+    if dim != len(shape) - 1:
+        out = out.contiguous()
+    return out.to(dtype)
+
+
 def _forward(x: Tensor, dim: int, entmax: bool) -> Tensor:
     """Sparsemax or entmax-1.5 of ``x`` along ``dim``, in the dtype of ``x``.
 
@@ -659,7 +667,7 @@ def _forward(x: Tensor, dim: int, entmax: bool) -> Tensor:
         x2 = x2.contiguous()
     small = x2.numel() * math.log2(max(d, 2)) <= _SORT_MAX_WORK
     if d >= _PRUNE_MIN_WIDTH and not small and _is_adaptive(x2.device):
-        return _wide_forward(x2, entmax).view(shape).movedim(-1, dim).to(x.dtype)
+        return _restore(_wide_forward(x2, entmax), shape, dim, x.dtype)
     m = x2.amax(dim=1, keepdim=True)
     z = torch.sub(x2, m)
     if entmax:  # half scores u = (x - max) / 2
@@ -672,7 +680,7 @@ def _forward(x: Tensor, dim: int, entmax: bool) -> Tensor:
     z.sub_(tau).clamp_(min=0.0)
     if entmax:
         z.square_()
-    return z.view(shape).movedim(-1, dim).to(x.dtype)
+    return _restore(z, shape, dim, x.dtype)
 
 
 def _sparsemax_backward(y: Tensor, grad: Tensor, dim: int) -> Tensor:

@@ -247,22 +247,23 @@ class Trainer:
                 if not math.isfinite(train_loss):
                     self._restore(best_state)
                     raise TrainingError(
-                        f"the training loss became non-finite ({train_loss}) in epoch {epoch}; "
+                        f"the training loss became non-finite ({train_loss}) in epoch {epoch + 1} "
+                        f"(history index {epoch}); "
                         "try a lower learning_rate or check the inputs for extreme values"
                     )
                 if val is not None:
                     record.update(self._validate(val))
                     score = record["val_score"]
-                    if (
-                        score > best_score + cfg.tol * max(1.0, abs(best_score))
-                        or best_state is None
-                    ):
-                        best_score = score if math.isfinite(score) else best_score
-                        best_state = copy.deepcopy(net.state_dict())
-                        self.best_iteration = epoch
-                        since_best = 0
-                    else:
-                        since_best += 1
+                    improved = score > best_score + cfg.tol
+                else:  # without validation the latest finite epoch is the best one
+                    score, improved = -train_loss, True
+                if improved or best_state is None:
+                    best_score = score if math.isfinite(score) else best_score
+                    best_state = copy.deepcopy(net.state_dict())
+                    self.best_iteration = epoch
+                    since_best = 0
+                else:
+                    since_best += 1
                 record["seconds"] = time.perf_counter() - tic
                 self.history.append(record)
                 self._log(record)
@@ -278,6 +279,8 @@ class Trainer:
                     break
         except KeyboardInterrupt:
             self.interrupted = True
+            if best_state is None:  # no epoch finished: nothing worth keeping
+                raise
             warnings.warn(
                 f"training interrupted after {len(self.history)} epochs; keeping the best weights",
                 RuntimeWarning,
@@ -285,10 +288,7 @@ class Trainer:
             )
         finally:
             net.eval()
-        if val is not None:
-            self._restore(best_state)
-        elif self.history:
-            self.best_iteration = len(self.history) - 1
+        self._restore(best_state)
         for cb in self.callbacks:
             cb.on_fit_end(self)
         return self

@@ -376,3 +376,53 @@ def test_feature_name_warnings_follow_sklearn() -> None:
         arr.predict(numeric)
     with pytest.raises(ValueError, match="X has 3 features, but TabNetRegressor is expecting 2"):
         arr.predict(np.zeros((4, 3)))
+
+
+class _Sabotage(Callback):
+    """At the end of epoch ``at``, poison the weights or interrupt, as a fault would."""
+
+    def __init__(self, at: int, action: str) -> None:
+        self.at = at
+        self.action = action
+
+    def on_fit_begin(self, trainer):  # type: ignore[no-untyped-def]
+        if self.action == "interrupt-early":
+            raise KeyboardInterrupt
+
+    def on_epoch_end(self, trainer, record):  # type: ignore[no-untyped-def]
+        if int(record["epoch"]) != self.at:
+            return
+        if self.action == "nan":
+            with torch.no_grad():
+                next(trainer.network.parameters()).fill_(float("nan"))
+        elif self.action == "interrupt":
+            raise KeyboardInterrupt
+
+
+def test_non_finite_loss_stops_with_the_epoch_and_keeps_the_best_weights() -> None:
+    X, y = mixed_frame(100)
+    clf = TabNetClassifier(max_epochs=6, random_state=0, callbacks=[_Sabotage(1, "nan")])
+    with pytest.raises(FloatingPointError, match=r"non-finite .* in epoch 3 \(history index 2\)"):
+        clf.fit(X, y)
+    assert clf.n_iter_ == 2
+    assert np.isfinite(clf.predict_proba(X)).all()
+
+
+def test_keyboard_interrupt_leaves_a_usable_estimator() -> None:
+    X, y = mixed_frame(100)
+    clf = TabNetClassifier(max_epochs=6, random_state=0, callbacks=[_Sabotage(1, "interrupt")])
+    with pytest.warns(RuntimeWarning, match="interrupted after 2 epochs"):
+        clf.fit(X, y)
+    assert clf.n_iter_ == 2
+    assert clf.predict(X).shape == (100,)
+
+
+def test_interrupt_before_the_first_epoch_leaves_it_unfitted() -> None:
+    from sklearn.exceptions import NotFittedError
+
+    X, y = mixed_frame(100)
+    clf = TabNetClassifier(max_epochs=3, callbacks=[_Sabotage(0, "interrupt-early")])
+    with pytest.raises(KeyboardInterrupt):
+        clf.fit(X, y)
+    with pytest.raises(NotFittedError):
+        clf.predict(X)

@@ -536,6 +536,14 @@ def test_small_inputs_use_sort_path(monkeypatch: pytest.MonkeyPatch, name: str) 
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("name", ["sparsemax", "entmax15"])
+def test_output_is_contiguous(name: str) -> None:
+    x = torch.randn(3, 4, 5)
+    for dim in range(-3, 3):
+        y = FUNCS[name](x, dim)
+        assert y.is_contiguous() and y.shape == x.shape
+
+
 def test_modules() -> None:
     x = torch.randn(3, 4, 5)
     assert repr(Sparsemax(dim=1)) == "Sparsemax(dim=1)"

@@ -116,7 +116,7 @@ def test_non_finite_loss_raises_naming_the_epoch() -> None:
     def bad_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return logits.sum(dim=1) * math.inf
 
-    with pytest.raises(TrainingError, match="epoch 0"):
+    with pytest.raises(TrainingError, match=r"epoch 1 \(history index 0\)"):
         Trainer(make_net(), bad_loss, TrainConfig(max_epochs=2)).fit(make_data())
 
 

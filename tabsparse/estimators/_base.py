@@ -31,6 +31,7 @@ from tabsparse.training import (
     TensorData,
     TrainConfig,
     Trainer,
+    TrainingError,
     predict_outputs,
 )
 
@@ -299,12 +300,23 @@ class TabNetBase(BaseEstimator):
             callbacks=list(self.callbacks or []),
             history=self.history_,
         )
-        with _verbose_logging(self.verbose):
-            trainer.fit(train, val)
+        try:
+            with _verbose_logging(self.verbose):
+                trainer.fit(train, val)
+        except (TrainingError, KeyboardInterrupt):
+            if trainer.best_iteration is None:  # no epoch finished: stay cleanly unfitted
+                for name in ("network_", "n_iter_", "best_iteration_", "feature_importances_"):
+                    self.__dict__.pop(name, None)
+            else:  # keep the best weights so far as a usable model, then report
+                self._finish_fit(trainer, train, rng)
+            raise
+        self._finish_fit(trainer, train, rng)
+        return self
+
+    def _finish_fit(self, trainer: Trainer, train: TensorData, rng: np.random.Generator) -> None:
         self.n_iter_ = len(self.history_)
         self.best_iteration_ = trainer.best_iteration
         self.feature_importances_ = self._importances_on_sample(train, rng)
-        return self
 
     def _check_extra_params(self) -> None:
         if self.device != "auto":
