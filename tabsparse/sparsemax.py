@@ -7,22 +7,27 @@ output sums to one. Entmax-1.5 (Peters, Niculae & Martins, 2019) is ``[z / 2 - t
 Algorithm
 ---------
 Both mappings reduce to finding the threshold ``tau``, the root of the convex, decreasing,
-piecewise smooth function ``f(tau) = sum_j g([z_j - tau]_+) - 1``. The textbook algorithm sorts
-each row (``O(d log d)``). Here the root is found without sorting:
+piecewise smooth function ``f(tau) = sum_j g([z_j - tau]_+) - 1`` (on ``z - max z``, so that
+large offsets cost no precision). The textbook algorithm sorts each row (``O(d log d)``); it is
+used here only for tiny inputs (fewer operations) and as the exact fallback. Otherwise:
 
 * Sparsemax uses the Michelot / Newton fixed point ``tau <- (sum_{z > tau} z - 1) / #{z > tau}``
-  started from a lower bound of ``tau``. Every iterate is a lower bound and the iteration is exact
-  as soon as the support ``{z > tau}`` stops changing, which is detected by the support size.
-* Entmax-1.5 uses Newton steps from the left (every iterate is a lower bound). After each pass the
-  exact threshold of the current support is computed in closed form (a quadratic) and accepted
-  once every element of that support stays above it, which makes it the exact root.
-* For wide rows, candidates are pruned first: the row is cut into blocks of 16, the threshold of
-  the vector of block maxima is a lower bound of ``tau`` (a subset of the scores), so only blocks
-  whose maximum exceeds it can hold the support; those blocks are gathered into a narrow matrix.
-* On CPU the iteration works on the rows that have not converged yet and stops as soon as all
-  have; on other devices a fixed number of passes runs without a host synchronisation. In both
-  cases rows that are still not exact after the pass cap (adversarial inputs) are solved by the
-  sort-based algorithm, so the result is always the exact one.
+  started from a lower bound of ``tau``; every iterate is again a lower bound. Entmax-1.5 uses
+  Newton steps from the left (also lower bounds). A checked pass also computes the exact
+  threshold of the current support in closed form (linear for sparsemax, a quadratic for
+  entmax-1.5) and accepts it when every score of that support stays above it: the support is
+  then final and the threshold exact.
+* Wide rows (``d >= 256``) are cut into strided blocks of 8 or 16 scores. The block maxima are a
+  subset of the scores, so the iterates of the search on them are lower bounds of ``tau``. For
+  sparsemax the threshold of the block maxima is tried as is: it is exact whenever the row has
+  as many scores above it as the block maxima have, which one count over the output checks. Rows
+  failing that test (and all rows of entmax-1.5, whose supports are larger) are searched from
+  the bound, on the gathered candidate blocks when they are few enough, else at full width.
+* On CPU the search stops as soon as every row converged and keeps working only on the rows
+  not converged yet (host synchronisations are free there); on other devices a fixed number of
+  passes runs with a single synchronisation at the end. Rows still not exact after the pass cap
+  (adversarial inputs) are solved by the sort-based algorithm: the result is always exact.
+* Everything is plain eager PyTorch; no compilation is needed or used.
 
 The backward passes are closed form and use only the saved output ``y``: for sparsemax
 ``dx = s * (v - sum(s * v) / sum(s))`` with ``s = [y > 0]``; for entmax-1.5

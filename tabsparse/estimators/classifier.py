@@ -215,7 +215,7 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
             if len(classes) < 2:
                 raise ValueError(
                     f"{type(self).__name__} needs samples of at least 2 classes in y; "
-                    f"got only one class: {classes[0]!r}"
+                    f"got only one class: {classes.tolist()[0]!r}"
                 )
             self.classes_ = classes
         codes = np.searchsorted(self.classes_, y)

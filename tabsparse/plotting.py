@@ -1,0 +1,287 @@
+"""Plots of a fitted TabNet: global importances, per-step attention masks, training history.
+
+matplotlib is an optional dependency (``pip install 'tabsparse[plot]'``); it is imported only when
+a plotting function is called. Every function draws into the Axes or Figure it is given (or into
+a new one) and returns it, so plots can be styled further, saved or shown by the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from numbers import Integral
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from tabsparse.explain import Explanation
+
+__all__ = ["plot_history", "plot_importances", "plot_masks"]
+
+MATPLOTLIB_MISSING = "plotting needs matplotlib: pip install 'tabsparse[plot]'"
+DEFAULT_MASK_ROWS = 10
+
+
+def _require_matplotlib() -> Any:
+    """Import matplotlib or raise an ImportError that says how to install it."""
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise ImportError(MATPLOTLIB_MISSING) from exc
+    return matplotlib
+
+
+def _new_axes(figsize: tuple[float, float]) -> Axes:
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots(figsize=figsize)
+    return ax
+
+
+def _check_fitted(estimator: Any, attributes: Sequence[str]) -> None:
+    from sklearn.utils.validation import check_is_fitted
+
+    check_is_fitted(estimator, list(attributes))
+
+
+def _feature_names(estimator: Any, n_features: int) -> list[str]:
+    """Column names of a fitted estimator (``x0, x1, ...`` when it knows none)."""
+    names = getattr(estimator, "feature_names_in_", None)
+    if names is None:
+        encoder = getattr(estimator, "encoder_", None)
+        names = getattr(encoder, "feature_names", None)
+    if names is None or len(names) != n_features:
+        return [f"x{j}" for j in range(n_features)]
+    return [str(name) for name in names]
+
+
+def plot_importances(estimator: Any, *, top: int | None = 20, ax: Axes | None = None) -> Axes:
+    """Horizontal bars of a fitted estimator's ``feature_importances_``, largest on top.
+
+    Parameters
+    ----------
+    estimator : TabNetClassifier or TabNetRegressor
+        A fitted estimator (anything with ``feature_importances_`` works).
+    top : int or None, default=20
+        Show the ``top`` most important columns; ``None`` shows all of them.
+    ax : matplotlib Axes, optional
+        Where to draw; a new figure is made when omitted.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The bars are ``ax.patches``, in order from the most important column down; the y tick
+        labels are the column names.
+
+    Raises
+    ------
+    sklearn.exceptions.NotFittedError
+        The estimator is not fitted.
+    ValueError
+        ``top`` is not a positive integer.
+    ImportError
+        matplotlib is not installed.
+    """
+    _require_matplotlib()
+    _check_fitted(estimator, ["feature_importances_"])
+    if top is not None and (isinstance(top, bool) or not isinstance(top, Integral) or top < 1):
+        raise ValueError(f"top must be a positive integer or None, got {top!r}")
+    importances = np.asarray(estimator.feature_importances_, dtype=np.float64).ravel()
+    names = _feature_names(estimator, len(importances))
+    order = np.argsort(-importances, kind="stable")
+    if top is not None:
+        order = order[: int(top)]
+    if ax is None:
+        ax = _new_axes((6.4, max(2.0, 0.3 * len(order) + 1.0)))
+    positions = np.arange(len(order))
+    ax.barh(positions, importances[order], color="tab:blue")
+    ax.set_yticks(positions, [names[j] for j in order])
+    ax.set_ylim(len(order) - 0.5, -0.5)  # the most important column on top
+    ax.set_xlabel("importance")
+    shown = f"top {len(order)} of {len(importances)}" if len(order) < len(importances) else "all"
+    ax.set_title(f"Feature importances ({shown} columns)")
+    return ax
+
+
+def _check_rows(rows: Any, n_rows: int) -> list[int]:
+    """Row indices as a list, each in ``[0, n_rows)``; a clear error otherwise."""
+    if rows is None:
+        return list(range(min(DEFAULT_MASK_ROWS, n_rows)))
+    if isinstance(rows, (str, bytes)) or not isinstance(rows, (Iterable, np.ndarray)):
+        raise TypeError(
+            f"rows must be a sequence of row indices such as [0, 5] or range(10), got {rows!r}"
+        )
+    out: list[int] = []
+    for row in rows:
+        if isinstance(row, (bool, np.bool_)) or not isinstance(row, (Integral, np.integer)):
+            raise TypeError(f"rows must hold integer row indices, got {row!r}")
+        if not 0 <= int(row) < n_rows:
+            raise ValueError(
+                f"row {int(row)} is out of range: the explanation has {n_rows} rows "
+                f"(valid rows are 0 to {n_rows - 1})"
+            )
+        out.append(int(row))
+    if not out:
+        raise ValueError("rows is empty; choose at least one row to plot")
+    return out
+
+
+def plot_masks(
+    explanation: Explanation, rows: Sequence[int] | None = None, *, fig: Figure | None = None
+) -> Figure:
+    """Heatmaps of the attention masks of each decision step, plus the aggregate importances.
+
+    One panel per decision step shows, for the chosen rows (y axis), how much attention each
+    column (x axis) received; a last panel shows the rows' aggregate importances. All panels share
+    one colour scale.
+
+    Parameters
+    ----------
+    explanation : Explanation
+        What ``estimator.explain(X)`` returned.
+    rows : sequence of int, optional
+        Row positions within the explanation (0-based); the first 10 rows by default.
+    fig : matplotlib Figure, optional
+        Where to draw (the panels are added to it); a new figure is made when omitted.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Its first ``n_steps`` axes hold the step masks (as images of shape
+        ``(len(rows), n_features)``), the next one the aggregate importances, the last one the
+        colour bar.
+
+    Raises
+    ------
+    ValueError
+        A row is out of range, or ``rows`` is empty.
+    TypeError
+        ``explanation`` is not an :class:`~tabsparse.explain.Explanation`, or ``rows`` does not
+        hold integers.
+    ImportError
+        matplotlib is not installed.
+    """
+    _require_matplotlib()
+    masks = getattr(explanation, "masks", None)
+    importances = getattr(explanation, "importances", None)
+    if masks is None or importances is None:
+        raise TypeError(
+            "plot_masks needs an Explanation (what estimator.explain(X) returns), "
+            f"got {type(explanation).__name__}"
+        )
+    masks = np.asarray(masks)
+    importances = np.asarray(importances)
+    n_steps, n_rows, n_features = masks.shape
+    chosen = _check_rows(rows, n_rows)
+    names = [str(name) for name in explanation.feature_names]
+    panels = [(f"step {s + 1}", masks[s, chosen, :]) for s in range(n_steps)]
+    panels.append(("aggregate importance", importances[chosen, :]))
+    vmax = max(float(max(np.max(data) for _, data in panels)), 1e-12)
+    if fig is None:
+        import matplotlib.pyplot as plt
+
+        width = max(6.0, 0.35 * n_features + 2.5)
+        height = len(panels) * max(1.2, 0.22 * len(chosen) + 0.6) + 0.8
+        fig = plt.figure(figsize=(width, height), layout="constrained")
+    axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    image = None
+    for ax, (title, data) in zip(axes, panels, strict=True):
+        image = ax.imshow(
+            data, aspect="auto", cmap="viridis", vmin=0.0, vmax=vmax, interpolation="nearest"
+        )
+        ax.set_title(title, fontsize="medium", loc="left")
+        ax.set_ylabel("row")
+        ax.set_yticks(np.arange(len(chosen)), [str(r) for r in chosen])
+        if len(chosen) > 25:  # keep the row labels legible
+            for label in ax.get_yticklabels()[1::2]:
+                label.set_visible(False)
+    axes[-1].set_xticks(np.arange(n_features), names, rotation=90)
+    axes[-1].set_xlabel("feature")
+    assert image is not None
+    fig.colorbar(image, ax=list(axes), label="attention")
+    fig.suptitle("Attention masks per decision step")
+    return fig
+
+
+def plot_history(estimator: Any, *, ax: Axes | None = None) -> Axes:
+    """Training loss per epoch and, with validation data, validation loss and score.
+
+    Parameters
+    ----------
+    estimator : TabNetClassifier or TabNetRegressor
+        A fitted estimator (uses ``history_`` and ``best_iteration_``).
+    ax : matplotlib Axes, optional
+        Where to draw the losses; a new figure is made when omitted.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes with the loss lines (labelled ``"train loss"`` and ``"validation loss"``), a
+        dashed vertical line and a marker at the best epoch (the one whose weights were kept).
+        When the estimator watched a score other than the loss, the validation score is drawn
+        on a twin axes (right-hand scale), ``ax.figure.axes`` holds it.
+
+    Raises
+    ------
+    sklearn.exceptions.NotFittedError
+        The estimator is not fitted.
+    ValueError
+        The history is empty.
+    ImportError
+        matplotlib is not installed.
+    """
+    _require_matplotlib()
+    _check_fitted(estimator, ["history_"])
+    history = list(estimator.history_)
+    if not history:
+        raise ValueError("the estimator's history_ is empty: there is no epoch to plot")
+    epochs = np.array([int(rec["epoch"]) for rec in history])
+
+    def column(key: str) -> np.ndarray | None:
+        if not all(key in rec for rec in history):
+            return None
+        return np.array([float(rec[key]) for rec in history])
+
+    train_loss = column("train_loss")
+    val_loss = column("val_loss")
+    val_score = column("val_score")
+    if ax is None:
+        ax = _new_axes((6.4, 4.0))
+    if train_loss is not None:
+        ax.plot(epochs, train_loss, marker=".", color="tab:blue", label="train loss")
+    if val_loss is not None:
+        ax.plot(epochs, val_loss, marker=".", color="tab:orange", label="validation loss")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("loss")
+    best = getattr(estimator, "best_iteration_", None)
+    if best is not None and best in epochs:
+        i = int(np.flatnonzero(epochs == best)[0])
+        watched = val_loss if val_loss is not None else train_loss
+        ax.axvline(best, color="gray", linestyle="--", linewidth=1, label=f"best epoch ({best})")
+        if watched is not None:
+            ax.plot([best], [watched[i]], marker="*", markersize=12, color="tab:red", ls="none")
+    handles, labels = ax.get_legend_handles_labels()
+    # With scoring="loss" the score is minus the validation loss: not worth a second scale.
+    if val_score is not None and not (
+        val_loss is not None and np.allclose(val_score, -val_loss, equal_nan=True)
+    ):
+        twin = ax.twinx()
+        twin.plot(
+            epochs,
+            val_score,
+            marker=".",
+            color="tab:green",
+            linestyle=":",
+            label="validation score",
+        )
+        twin.set_ylabel("validation score")
+        more_handles, more_labels = twin.get_legend_handles_labels()
+        handles, labels = handles + more_handles, labels + more_labels
+    ax.legend(handles, labels, loc="best", fontsize="small")
+    if len(epochs) <= 20:
+        ax.set_xticks(epochs)
+    ax.set_title("Training history")
+    return ax

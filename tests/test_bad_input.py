@@ -1,0 +1,289 @@
+"""Bad and awkward input: each case has a decided behaviour, checked here.
+
+Either the input is handled correctly, or a ValueError / TypeError whose message names the column,
+the value or the parameter — never a raw IndexError / KeyError / RuntimeError from deep inside.
+The caller's arrays and DataFrames are never modified.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+
+from tabsparse import TabNetClassifier, TabNetRegressor
+
+SMALL = {"max_epochs": 2, "n_d": 4, "n_a": 4, "n_steps": 2, "random_state": 0, "device": "cpu"}
+
+
+def frame(n: int = 60, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(
+        {
+            "num": rng.normal(size=n),
+            "cat": pd.Categorical(rng.choice(["a", "b", "c"], n)),
+            "obj": rng.choice(["x", "y"], n).astype(object),
+        }
+    )
+
+
+def labels(n: int = 60) -> np.ndarray:
+    return np.array(["no", "yes"] * (n // 2) + ["no"] * (n % 2), dtype=object)
+
+
+@pytest.fixture(scope="module")
+def fitted() -> TabNetClassifier:
+    return TabNetClassifier(**SMALL).fit(frame(), labels())
+
+
+def with_column(name: str, values: Any) -> pd.DataFrame:
+    df = frame()
+    df[name] = values
+    return df
+
+
+N = 60
+FIT_CASES: list[tuple[str, Callable[[], tuple[Any, Any, dict[str, Any]]], Any]] = [
+    # (case, () -> (X, y, fit kwargs), None for "fits fine" or (exception, message regex))
+    (
+        "nan in numeric X",
+        lambda: (with_column("num", [np.nan] * 5 + [1.0] * 55), labels(), {}),
+        None,
+    ),
+    (
+        "nan in categorical X",
+        lambda: (with_column("obj", [None] * 5 + ["x"] * 55), labels(), {}),
+        None,
+    ),
+    (
+        "inf in numeric X",
+        lambda: (with_column("num", [np.inf] + [1.0] * 59), labels(), {}),
+        (ValueError, "num"),
+    ),
+    (
+        "-inf in numeric X",
+        lambda: (with_column("num", [-np.inf] + [1.0] * 59), labels(), {}),
+        (ValueError, "num"),
+    ),
+    (
+        "inf in categorical X",
+        lambda: (with_column("obj", [np.inf] + ["x"] * 59), labels(), {}),
+        (ValueError, "obj"),
+    ),
+    ("nan in y", lambda: (frame(), np.r_[np.nan, np.ones(59)], {}), (ValueError, "NaN")),
+    (
+        "inf in y (regressor)",
+        lambda: (frame(), np.r_[np.inf, np.ones(59)], {"regressor": True}),
+        (ValueError, "infinity"),
+    ),
+    ("empty X", lambda: (frame().iloc[:0], labels()[:0], {}), (ValueError, "0 sample")),
+    ("no columns", lambda: (frame()[[]], labels(), {}), (ValueError, "0 feature")),
+    ("single row", lambda: (frame().iloc[:1], np.array([1.5]), {"regressor": True}), None),
+    (
+        "single class",
+        lambda: (frame(), np.array(["no"] * N), {}),
+        (ValueError, "only one class: 'no'"),
+    ),
+    ("1-D X", lambda: (np.arange(60.0), labels(), {}), (ValueError, "Expected 2D array")),
+    ("3-D X", lambda: (np.zeros((60, 2, 2)), labels(), {}), (ValueError, "dim 3")),
+    ("length mismatch", lambda: (frame(), labels()[:50], {}), (ValueError, "60 rows but y has 50")),
+    ("constant column", lambda: (with_column("num", 3.0), labels(), {}), None),
+    ("all-NaN column", lambda: (with_column("num", np.nan), labels(), {}), None),
+    (
+        "values around 1e30",
+        lambda: (with_column("num", np.linspace(-1e30, 1e30, N)), labels(), {}),
+        None,
+    ),
+    (
+        "values beyond float32",
+        lambda: (with_column("num", [1e300] * N), labels(), {}),
+        (ValueError, "num"),
+    ),
+    (
+        "numbers stored as strings",
+        lambda: (with_column("obj", [str(i) for i in range(N)]), labels(), {}),
+        None,
+    ),
+    (
+        "mixed-type object column",
+        lambda: (with_column("obj", [1, "a", 2.5] * 20), labels(), {}),
+        None,
+    ),
+    (
+        "datetime column",
+        lambda: (with_column("num", pd.date_range("2020", periods=N)), labels(), {}),
+        (TypeError, "num"),
+    ),
+    (
+        "timedelta column",
+        lambda: (with_column("num", pd.to_timedelta(np.arange(N), "s")), labels(), {}),
+        (TypeError, "num"),
+    ),
+    (
+        "nullable Int64",
+        lambda: (with_column("num", pd.array([1, None] * 30, dtype="Int64")), labels(), {}),
+        None,
+    ),
+    (
+        "nullable boolean",
+        lambda: (with_column("num", pd.array([True, None] * 30, dtype="boolean")), labels(), {}),
+        None,
+    ),
+    (
+        "string dtype",
+        lambda: (with_column("obj", pd.array(["p", None] * 30, dtype="string")), labels(), {}),
+        None,
+    ),
+    ("list of lists", lambda: (frame()[["num"]].to_numpy().tolist(), labels().tolist(), {}), None),
+    ("scipy sparse", lambda: (sp.csr_matrix(np.ones((N, 3))), labels(), {}), (TypeError, "dense")),
+    (
+        "duplicated column names",
+        lambda: (pd.concat([frame(), frame()[["num"]]], axis=1), labels(), {}),
+        (ValueError, "num"),
+    ),
+    (
+        "dict in a cell",
+        lambda: (with_column("obj", [{"a": 1}] * N), labels(), {}),
+        (TypeError, "obj"),
+    ),
+    (
+        "negative sample weight",
+        lambda: (frame(), labels(), {"sample_weight": -np.ones(N)}),
+        (ValueError, "(?i)negative"),
+    ),
+    (
+        "nan sample weight",
+        lambda: (frame(), labels(), {"sample_weight": np.r_[np.nan, np.ones(59)]}),
+        (ValueError, "NaN"),
+    ),
+    (
+        "sample weight wrong length",
+        lambda: (frame(), labels(), {"sample_weight": np.ones(5)}),
+        (ValueError, r"\(5,\)"),
+    ),
+    (
+        "all-zero sample weight",
+        lambda: (frame(), labels(), {"sample_weight": np.zeros(N)}),
+        (ValueError, "non-zero"),
+    ),
+    (
+        "2-D sample weight",
+        lambda: (frame(), labels(), {"sample_weight": np.ones((N, 2))}),
+        (ValueError, "1-D"),
+    ),
+    (
+        "unseen label in y_val",
+        lambda: (
+            frame(),
+            labels(),
+            {"X_val": frame(10), "y_val": np.array(["maybe"] * 10, dtype=object)},
+        ),
+        (ValueError, "maybe"),
+    ),
+    (
+        "X_val without y_val",
+        lambda: (frame(), labels(), {"X_val": frame(10)}),
+        (ValueError, "X_val and y_val"),
+    ),
+    (
+        "X_val with other columns",
+        lambda: (frame(), labels(), {"X_val": frame(10).drop(columns="cat"), "y_val": labels(10)}),
+        (ValueError, "cat"),
+    ),
+    ("y is None", lambda: (frame(), None, {}), (ValueError, "requires y")),
+    (
+        "continuous y for a classifier",
+        lambda: (frame(), np.linspace(0, 1, N), {}),
+        (ValueError, "Unknown label type"),
+    ),
+    (
+        "string y for a regressor",
+        lambda: (frame(), labels(), {"regressor": True}),
+        (ValueError, "could not convert|numeric"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "make", "expected"), FIT_CASES, ids=[c[0] for c in FIT_CASES])
+def test_fit_bad_input(case: str, make: Callable[[], Any], expected: Any) -> None:
+    X, y, kwargs = make()
+    kwargs = dict(kwargs)
+    est = TabNetRegressor(**SMALL) if kwargs.pop("regressor", False) else TabNetClassifier(**SMALL)
+    X_before = copy.deepcopy(X)
+    if expected is None:
+        est.fit(X, y, **kwargs)
+        assert np.isfinite(
+            est.predict_proba(X) if hasattr(est, "classes_") else est.predict(X)
+        ).all()
+    else:
+        error, message = expected
+        with pytest.raises(error, match=message):
+            est.fit(X, y, **kwargs)
+    assert_unchanged(X_before, X)
+
+
+def assert_unchanged(before: Any, after: Any) -> None:
+    if isinstance(before, pd.DataFrame):
+        pd.testing.assert_frame_equal(before, after)
+    elif isinstance(before, np.ndarray):
+        np.testing.assert_array_equal(before, after)
+        assert before.dtype == after.dtype
+
+
+PREDICT_CASES: list[tuple[str, Callable[[], Any], Any]] = [
+    ("missing column", lambda: frame().drop(columns="cat"), (ValueError, "cat")),
+    ("renamed column", lambda: frame().rename(columns={"num": "number"}), (ValueError, "num")),
+    ("extra column", lambda: with_column("extra", 1.0), (ValueError, "extra")),
+    ("reordered columns", lambda: frame()[["obj", "num", "cat"]], None),
+    (
+        "wrong number of features (array)",
+        lambda: np.zeros((5, 4)),
+        (ValueError, "X has 4 features, but TabNetClassifier is expecting 3"),
+    ),
+    ("unseen categories", lambda: with_column("cat", pd.Categorical(["zzz"] * N)), None),
+    ("unseen object values and NaN", lambda: with_column("obj", [None, "new"] * 30), None),
+    ("inf at predict", lambda: with_column("num", np.inf), (ValueError, "num")),
+    ("1-D X at predict", lambda: np.zeros(3), (ValueError, "Reshape your data")),
+    ("empty X at predict", lambda: frame().iloc[:0], (ValueError, "0 sample")),
+    (
+        "datetime at predict",
+        lambda: with_column("num", pd.date_range("2020", periods=N)),
+        (TypeError, "num"),
+    ),
+    ("numbers as strings at predict", lambda: with_column("num", ["1.5"] * N), None),
+]
+
+
+@pytest.mark.parametrize("method", ["predict", "predict_proba", "explain"])
+@pytest.mark.parametrize(
+    ("case", "make", "expected"), PREDICT_CASES, ids=[c[0] for c in PREDICT_CASES]
+)
+def test_predict_bad_input(
+    fitted: TabNetClassifier, method: str, case: str, make: Callable[[], Any], expected: Any
+) -> None:
+    X = make()
+    X_before = copy.deepcopy(X)
+    call = getattr(fitted, method)
+    if expected is None:
+        out = call(X)
+        arr = out.importances if method == "explain" else np.asarray(out)
+        assert len(arr) == len(X)
+    else:
+        error, message = expected
+        with pytest.raises(error, match=message):
+            call(X)
+    assert_unchanged(X_before, X)
+
+
+def test_parameter_errors_name_parameter_and_value() -> None:
+    X, y = frame(), labels()
+    for name, value in [("n_steps", -1), ("momentum", 2.0), ("virtual_batch_size", 0)]:
+        with pytest.raises(ValueError, match=re.escape(f"'{name}' parameter")) as info:
+            TabNetClassifier(**{**SMALL, name: value}).fit(X, y)
+        assert str(value) in str(info.value)
