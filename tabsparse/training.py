@@ -13,10 +13,12 @@ import copy
 import itertools
 import logging
 import math
+import os
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -73,6 +75,41 @@ class TrainConfig:
     seed: int = 0
     verbose: int = 0
     amp: bool = False
+    checkpoint_dir: str | os.PathLike[str] | None = None
+    checkpoint_every: int = 1
+    checkpoint_meta: dict[str, Any] | None = None
+
+
+CHECKPOINT_FORMAT = "tabsparse-training-checkpoint-1"
+CHECKPOINT_NAME = "checkpoint.pt"
+
+
+def save_checkpoint(state: dict[str, Any], folder: str | os.PathLike[str]) -> Path:
+    """Write ``state`` to ``folder/checkpoint.pt`` atomically (never a half-written file)."""
+    path = Path(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    target = path / CHECKPOINT_NAME
+    tmp = path / f".{CHECKPOINT_NAME}.tmp"
+    torch.save(state, tmp)
+    os.replace(tmp, target)
+    return target
+
+
+def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a checkpoint (a file, or a folder holding ``checkpoint.pt``) without unpickling
+    arbitrary objects (``torch.load(weights_only=True)``)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / CHECKPOINT_NAME
+    try:
+        state = torch.load(p, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise
+    except Exception as exc:
+        raise ValueError(f"{p} is not a readable tabsparse training checkpoint: {exc}") from exc
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"{p} is not a tabsparse training checkpoint")
+    return state
 
 
 class Callback:
@@ -196,33 +233,41 @@ class Trainer:
         val: TensorData | None = None,
         *,
         mean_weight: float | None = None,
+        resume: dict[str, Any] | None = None,
     ) -> Trainer:
-        """Train on ``train``; with ``val``, keep the best epoch's weights and stop early."""
+        """Train on ``train``; with ``val``, keep the best epoch's weights and stop early.
+
+        ``resume`` is a state written by :meth:`checkpoint_state` (see
+        :func:`load_checkpoint`): training continues exactly where that state was taken.
+        """
         cfg = self.config
         if len(train) == 0:
             raise ValueError("cannot train on 0 rows")
         assert train.target is not None
         net = self.network
         device = train.numeric.device
-        generator = torch.Generator().manual_seed(cfg.seed)
-        opt = self._optimizer()
+        self._generator = torch.Generator().manual_seed(cfg.seed)
+        self._opt = opt = self._optimizer()
         steps = len(batch_bounds(len(train), cfg.batch_size))
-        sched = self._scheduler(opt, steps)
+        self._sched = sched = self._scheduler(opt, steps)
         if mean_weight is None:
             mean_weight = 1.0 if train.weight is None else float(train.weight.mean())
         if not mean_weight > 0:
             raise ValueError("the sample weights of the training rows sum to zero")
-        best_score = -math.inf
-        best_state: dict[str, torch.Tensor] | None = None
-        since_best = 0
+        self._best_score = -math.inf
+        self._best_state: dict[str, torch.Tensor] | None = None
+        self._since_best = 0
+        self._run_start = len(self.history)
+        if resume is not None:
+            self._load_state(resume)
         for cb in self.callbacks:
             cb.on_fit_begin(self)
         net.train()
         try:
-            for epoch in range(len(self.history), len(self.history) + cfg.max_epochs):
+            for epoch in range(len(self.history), self._run_start + cfg.max_epochs):
                 tic = time.perf_counter()
                 total = torch.zeros((), device=device)
-                for batch in iter_batches(train, cfg.batch_size, generator):
+                for batch in iter_batches(train, cfg.batch_size, self._generator):
                     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.amp):
                         out = net(batch.numeric, batch.codes)
                         per_row = self.loss_fn(out.logits.float(), batch.target)  # type: ignore[arg-type]
@@ -245,7 +290,7 @@ class Trainer:
                     "learning_rate": float(opt.param_groups[0]["lr"]),
                 }
                 if not math.isfinite(train_loss):
-                    self._restore(best_state)
+                    self._restore(self._best_state)
                     raise TrainingError(
                         f"the training loss became non-finite ({train_loss}) in epoch {epoch + 1} "
                         f"(history index {epoch}); "
@@ -254,32 +299,34 @@ class Trainer:
                 if val is not None:
                     record.update(self._validate(val))
                     score = record["val_score"]
-                    improved = score > best_score + cfg.tol
+                    improved = score > self._best_score + cfg.tol
                 else:  # without validation the latest finite epoch is the best one
                     score, improved = -train_loss, True
-                if improved or best_state is None:
-                    best_score = score if math.isfinite(score) else best_score
-                    best_state = copy.deepcopy(net.state_dict())
+                if improved or self._best_state is None:
+                    self._best_score = score if math.isfinite(score) else self._best_score
+                    self._best_state = copy.deepcopy(net.state_dict())
                     self.best_iteration = epoch
-                    since_best = 0
+                    self._since_best = 0
                 else:
-                    since_best += 1
+                    self._since_best += 1
                 record["seconds"] = time.perf_counter() - tic
                 self.history.append(record)
                 self._log(record)
+                if cfg.checkpoint_dir is not None and (epoch + 1) % cfg.checkpoint_every == 0:
+                    save_checkpoint(self.checkpoint_state(), cfg.checkpoint_dir)
                 for cb in self.callbacks:
                     cb.on_epoch_end(self, record)
                 if (
                     val is not None
                     and cfg.n_iter_no_change is not None
-                    and since_best >= cfg.n_iter_no_change
+                    and self._since_best >= cfg.n_iter_no_change
                 ):
                     break
                 if self.stop:
                     break
         except KeyboardInterrupt:
             self.interrupted = True
-            if best_state is None:  # no epoch finished: nothing worth keeping
+            if self._best_state is None:  # no epoch finished: nothing worth keeping
                 raise
             warnings.warn(
                 f"training interrupted after {len(self.history)} epochs; keeping the best weights",
@@ -288,10 +335,48 @@ class Trainer:
             )
         finally:
             net.eval()
-        self._restore(best_state)
+        self._restore(self._best_state)
         for cb in self.callbacks:
             cb.on_fit_end(self)
         return self
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """Everything needed to continue this fit exactly: weights, optimiser, schedule, RNG,
+        history and early-stopping state (tensors and plain Python values only)."""
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "meta": self.config.checkpoint_meta,
+            "network": self.network.state_dict(),
+            "optimizer": self._opt.state_dict(),
+            "scheduler": None if self._sched is None else self._sched.state_dict(),
+            "generator": self._generator.get_state(),
+            "history": [dict(r) for r in self.history],
+            "run_start": self._run_start,
+            "best_state": self._best_state,
+            "best_score": self._best_score,
+            "best_iteration": self.best_iteration,
+            "since_best": self._since_best,
+        }
+
+    def _load_state(self, state: dict[str, Any]) -> None:
+        if state.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError("not a tabsparse training checkpoint")
+        if state.get("meta") != self.config.checkpoint_meta:
+            raise ValueError(
+                "the checkpoint was written by a different fit (other parameters or data): "
+                f"checkpoint {state.get('meta')}, this fit {self.config.checkpoint_meta}"
+            )
+        self.network.load_state_dict(state["network"])
+        self._opt.load_state_dict(state["optimizer"])
+        if self._sched is not None and state["scheduler"] is not None:
+            self._sched.load_state_dict(state["scheduler"])
+        self._generator.set_state(state["generator"])
+        self.history[:] = [dict(r) for r in state["history"]]
+        self._run_start = int(state["run_start"])
+        self._best_state = state["best_state"]
+        self._best_score = float(state["best_score"])
+        self.best_iteration = state["best_iteration"]
+        self._since_best = int(state["since_best"])
 
     def _restore(self, state: dict[str, torch.Tensor] | None) -> None:
         if state is not None:

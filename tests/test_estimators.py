@@ -426,3 +426,30 @@ def test_interrupt_before_the_first_epoch_leaves_it_unfitted() -> None:
         clf.fit(X, y)
     with pytest.raises(NotFittedError):
         clf.predict(X)
+
+
+def test_resuming_from_a_checkpoint_gives_the_uninterrupted_model(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    X, y = mixed_frame(300)
+    Xv, yv = mixed_frame(100, seed=3)
+    settings = {"max_epochs": 6, "random_state": 0, "device": "cpu", "n_iter_no_change": 3}
+    full = TabNetClassifier(**settings).fit(X, y, X_val=Xv, y_val=yv)
+
+    interrupted = TabNetClassifier(
+        **settings, checkpoint_dir=tmp_path, callbacks=[_Sabotage(2, "interrupt")]
+    )
+    with pytest.warns(RuntimeWarning, match="interrupted"):
+        interrupted.fit(X, y, X_val=Xv, y_val=yv)
+    assert (tmp_path / "checkpoint.pt").exists()
+
+    resumed = TabNetClassifier(**settings).fit(X, y, X_val=Xv, y_val=yv, resume_from=tmp_path)
+    assert resumed.n_iter_ == full.n_iter_
+    assert resumed.best_iteration_ == full.best_iteration_
+    assert [r["train_loss"] for r in resumed.history_] == [r["train_loss"] for r in full.history_]
+    np.testing.assert_array_equal(resumed.predict_proba(Xv), full.predict_proba(Xv))
+
+    other = TabNetClassifier(**{**settings, "n_d": 4})
+    with pytest.raises(ValueError, match="different fit"):
+        other.fit(X, y, X_val=Xv, y_val=yv, resume_from=tmp_path)
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match=r"junk\.pt"):
+        other.fit(X, y, X_val=Xv, y_val=yv, resume_from=tmp_path / "junk.pt")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import sys
 import warnings
 from numbers import Integral, Real
@@ -32,6 +33,7 @@ from tabsparse.training import (
     TrainConfig,
     Trainer,
     TrainingError,
+    load_checkpoint,
     predict_outputs,
 )
 
@@ -119,6 +121,8 @@ class TabNetBase(BaseEstimator):
         "verbose": ["verbose"],
         "warm_start": ["boolean"],
         "callbacks": [list, None],
+        "checkpoint_dir": [str, os.PathLike, None],
+        "checkpoint_every": [Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(
@@ -152,6 +156,8 @@ class TabNetBase(BaseEstimator):
         verbose: int = 0,
         warm_start: bool = False,
         callbacks: list[Any] | None = None,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+        checkpoint_every: int = 1,
     ) -> None:
         self.n_d = n_d
         self.n_a = n_a
@@ -181,6 +187,8 @@ class TabNetBase(BaseEstimator):
         self.verbose = verbose
         self.warm_start = warm_start
         self.callbacks = callbacks
+        self.checkpoint_dir = checkpoint_dir
+        self.checkpoint_every = checkpoint_every
 
     # ---- hooks the subclasses implement -------------------------------------------------------
     def _prepare_target(self, y: Any, *, fitting: bool) -> np.ndarray:
@@ -211,6 +219,7 @@ class TabNetBase(BaseEstimator):
         X_val: Any = None,
         y_val: Any = None,
         sample_weight_val: Any = None,
+        resume_from: str | os.PathLike[str] | None = None,
     ) -> TabNetBase:
         """Fit the network.
 
@@ -223,6 +232,11 @@ class TabNetBase(BaseEstimator):
             Weights the loss of each row.
         X_val, y_val, sample_weight_val : optional
             Validation data for early stopping (instead of a split of ``X``).
+        resume_from : path, optional
+            A training checkpoint (file or ``checkpoint_dir`` folder) written by an earlier fit
+            of an estimator with the same parameters on the same data: training continues
+            where it stopped and, on CPU with the same ``random_state``, ends with the same
+            model as an uninterrupted fit.
 
         Returns
         -------
@@ -295,6 +309,9 @@ class TabNetBase(BaseEstimator):
                 seed=seed,
                 verbose=self.verbose,
                 amp=device.type == "cuda",
+                checkpoint_dir=self.checkpoint_dir,
+                checkpoint_every=self.checkpoint_every,
+                checkpoint_meta=self._checkpoint_meta(len(train), seed),
             ),
             score_fn=self._score_fn(),
             callbacks=list(self.callbacks or []),
@@ -302,7 +319,8 @@ class TabNetBase(BaseEstimator):
         )
         try:
             with _verbose_logging(self.verbose):
-                trainer.fit(train, val)
+                resume = None if resume_from is None else load_checkpoint(resume_from)
+                trainer.fit(train, val, resume=resume)
         except (TrainingError, KeyboardInterrupt):
             if trainer.best_iteration is None:  # no epoch finished: stay cleanly unfitted
                 for name in ("network_", "n_iter_", "best_iteration_", "feature_importances_"):
@@ -317,6 +335,11 @@ class TabNetBase(BaseEstimator):
         self.n_iter_ = len(self.history_)
         self.best_iteration_ = trainer.best_iteration
         self.feature_importances_ = self._importances_on_sample(train, rng)
+
+    def _checkpoint_meta(self, n_train: int, seed: int) -> dict[str, Any]:
+        skip = {"callbacks", "checkpoint_dir", "checkpoint_every", "verbose"}
+        params = {k: repr(v) for k, v in self.get_params().items() if k not in skip}
+        return {"estimator": type(self).__name__, "n_train": n_train, "seed": seed, **params}
 
     def _check_extra_params(self) -> None:
         if self.device != "auto":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -72,6 +73,11 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
     warm_start : bool, default=False
         Continue training the fitted network for ``max_epochs`` more epochs.
     callbacks : list of :class:`tabsparse.training.Callback`, optional
+    checkpoint_dir : path, optional
+        Write a training checkpoint (``checkpoint.pt``: weights, optimiser, schedule, RNG,
+        history) to this folder every ``checkpoint_every`` epochs; resume with
+        ``fit(..., resume_from=checkpoint_dir)``.
+    checkpoint_every : int, default=1
 
     Attributes
     ----------
@@ -138,6 +144,8 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         verbose: int = 0,
         warm_start: bool = False,
         callbacks: list[Any] | None = None,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+        checkpoint_every: int = 1,
     ) -> None:
         super().__init__(
             n_d=n_d,
@@ -168,6 +176,8 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
             verbose=verbose,
             warm_start=warm_start,
             callbacks=callbacks,
+            checkpoint_dir=checkpoint_dir,
+            checkpoint_every=checkpoint_every,
         )
         self.class_weight = class_weight
 
@@ -180,6 +190,7 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         X_val: Any = None,
         y_val: Any = None,
         sample_weight_val: Any = None,
+        resume_from: str | os.PathLike[str] | None = None,
     ) -> TabNetClassifier:
         """Fit the classifier; see :meth:`TabNetBase.fit`."""
         if self.class_weight is not None and y is not None:
@@ -199,6 +210,7 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
             X_val=X_val,
             y_val=y_val,
             sample_weight_val=sample_weight_val,
+            resume_from=resume_from,
         )
         return self
 
