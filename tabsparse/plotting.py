@@ -129,6 +129,13 @@ def _check_rows(rows: Any, n_rows: int) -> list[int]:
     return out
 
 
+def _masks_figsize(n_steps: int, n_rows: int, n_features: int) -> tuple[float, float]:
+    """A figure size (inches) that keeps the heatmaps of :func:`plot_masks` legible."""
+    width = max(6.0, 0.35 * n_features + 2.5)
+    height = (n_steps + 1) * max(1.2, 0.22 * n_rows + 0.6) + 0.8
+    return width, height
+
+
 def plot_masks(
     explanation: Explanation, rows: Sequence[int] | None = None, *, fig: Figure | None = None
 ) -> Figure:
@@ -183,9 +190,8 @@ def plot_masks(
     if fig is None:
         import matplotlib.pyplot as plt
 
-        width = max(6.0, 0.35 * n_features + 2.5)
-        height = len(panels) * max(1.2, 0.22 * len(chosen) + 0.6) + 0.8
-        fig = plt.figure(figsize=(width, height), layout="constrained")
+        figsize = _masks_figsize(n_steps, len(chosen), n_features)
+        fig = plt.figure(figsize=figsize, layout="constrained")
     axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
     image = None
     for ax, (title, data) in zip(axes, panels, strict=True):
@@ -264,6 +270,7 @@ def plot_history(estimator: Any, *, ax: Axes | None = None) -> Axes:
         if watched is not None:
             ax.plot([best], [watched[i]], marker="*", markersize=12, color="tab:red", ls="none")
     handles, labels = ax.get_legend_handles_labels()
+    legend_ax = ax
     # With scoring="loss" the score is minus the validation loss: not worth a second scale.
     if val_score is not None and not (
         val_loss is not None and np.allclose(val_score, -val_loss, equal_nan=True)
@@ -280,7 +287,8 @@ def plot_history(estimator: Any, *, ax: Axes | None = None) -> Axes:
         twin.set_ylabel("validation score")
         more_handles, more_labels = twin.get_legend_handles_labels()
         handles, labels = handles + more_handles, labels + more_labels
-    ax.legend(handles, labels, loc="best", fontsize="small")
+        legend_ax = twin  # drawn last, so no line crosses the legend
+    legend_ax.legend(handles, labels, loc="best", fontsize="small")
     if len(epochs) <= 20:
         ax.set_xticks(epochs)
     ax.set_title("Training history")

@@ -72,7 +72,7 @@ class ProgressBar(Callback):
         """Open a bar whose total is the number of epochs this fit may run."""
         from tqdm import tqdm
 
-        self._close()  # a bar left open by a fit that raised
+        self.close()  # a bar left open by a fit that raised
         self._bar = tqdm(
             total=int(trainer.config.max_epochs),
             desc=self.desc,
@@ -97,9 +97,14 @@ class ProgressBar(Callback):
 
     def on_fit_end(self, trainer: Trainer) -> None:
         """Close the bar (after the last epoch, early stopping or an interruption)."""
-        self._close()
+        self.close()
 
-    def _close(self) -> None:
+    def close(self) -> None:
+        """Close the bar if one is open (safe to call at any time, also more than once).
+
+        Training calls :meth:`on_fit_end` after the last epoch; a fit that ends with an exception
+        may not, so code that drives a fit can call this in a ``finally`` clause.
+        """
         bar, self._bar = self._bar, None
         if bar is not None:
             bar.close()

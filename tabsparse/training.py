@@ -335,9 +335,9 @@ class Trainer:
             )
         finally:
             net.eval()
-        self._restore(self._best_state)
-        for cb in self.callbacks:
-            cb.on_fit_end(self)
+            self._restore(self._best_state)
+            for cb in self.callbacks:  # also after an error, so callbacks can clean up
+                cb.on_fit_end(self)
         return self
 
     def checkpoint_state(self) -> dict[str, Any]:
@@ -394,7 +394,7 @@ class Trainer:
         return {"val_loss": val_loss, "val_score": score if math.isfinite(score) else -math.inf}
 
     def _log(self, record: dict[str, Any]) -> None:
-        if self.config.verbose < 1:
+        if self.config.verbose < 2:
             return
         parts = [f"epoch {int(record['epoch']) + 1:>4}", f"train_loss {record['train_loss']:.5f}"]
         if "val_loss" in record:

@@ -336,7 +336,10 @@ def test_callbacks_and_verbose_logging(caplog: pytest.LogCaptureFixture) -> None
     assert seen == [0, 1]
     assert caplog.records == []
     with caplog.at_level("INFO", logger="tabsparse"):
-        TabNetClassifier(max_epochs=2, verbose=1).fit(X, y)
+        TabNetClassifier(max_epochs=2, verbose=1).fit(X, y)  # a progress bar, no log lines
+    assert caplog.records == []
+    with caplog.at_level("INFO", logger="tabsparse"):
+        TabNetClassifier(max_epochs=2, verbose=2).fit(X, y)
     assert len(caplog.records) == 2 and "train_loss" in caplog.records[0].getMessage()
 
 

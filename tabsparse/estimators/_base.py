@@ -25,6 +25,7 @@ from tabsparse._compat import Interval, StrOptions, _check_sample_weight
 from tabsparse.data import EncodedTable, TableEncoder
 from tabsparse.explain import Explanation
 from tabsparse.nn.network import TabNet
+from tabsparse.progress import progress_callbacks
 from tabsparse.training import (
     LR_SCHEDULES,
     LossFn,
@@ -314,7 +315,7 @@ class TabNetBase(BaseEstimator):
                 checkpoint_meta=self._checkpoint_meta(len(train), seed),
             ),
             score_fn=self._score_fn(),
-            callbacks=list(self.callbacks or []),
+            callbacks=[*progress_callbacks(self.verbose), *(self.callbacks or [])],
             history=self.history_,
         )
         try:
@@ -593,14 +594,15 @@ class _FrozenOutputs(BaseEstimator):
 
 
 class _verbose_logging:
-    """Route tabsparse's INFO messages to stderr while a verbose fit runs (silent at 0)."""
+    """Route tabsparse's INFO messages (one line per epoch) to stderr while a fit with
+    ``verbose >= 2`` runs; ``verbose=1`` shows only the progress bar, 0 nothing."""
 
     def __init__(self, verbose: int) -> None:
         self.verbose = verbose
         self.handler: logging.Handler | None = None
 
     def __enter__(self) -> None:
-        if self.verbose >= 1 and not logger.handlers:
+        if self.verbose >= 2 and not logger.handlers:
             self.handler = logging.StreamHandler(sys.stderr)
             self.handler.setFormatter(logging.Formatter("[tabsparse] %(message)s"))
             logger.addHandler(self.handler)

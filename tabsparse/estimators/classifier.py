@@ -69,7 +69,8 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
     random_state : int, RandomState or None
         Makes training reproducible on CPU without touching global RNG state.
     verbose : int, default=0
-        0 is silent; 1 logs one line per epoch.
+        0 is silent; 1 shows a progress bar over epochs (stderr) with the running loss and
+        validation score; 2 also logs one line per epoch through the ``tabsparse`` logger.
     warm_start : bool, default=False
         Continue training the fitted network for ``max_epochs`` more epochs.
     callbacks : list of :class:`tabsparse.training.Callback`, optional

@@ -1,0 +1,236 @@
+"""Plots, checked by what they draw (headless, Agg backend)."""
+
+from __future__ import annotations
+
+import copy
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.exceptions import NotFittedError
+
+from tabsparse import TabNetClassifier, TabNetRegressor
+from tabsparse.plotting import plot_history, plot_importances, plot_masks
+
+matplotlib = pytest.importorskip("matplotlib")
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+TINY = {"n_d": 4, "n_a": 4, "n_steps": 2, "random_state": 0}
+NAMES = ["age", "income", "city", "score", "height", "colour"]
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():  # type: ignore[no-untyped-def]
+    yield
+    plt.close("all")
+
+
+@pytest.fixture(scope="module")
+def data() -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.default_rng(0)
+    n = 150
+    X = pd.DataFrame(
+        {
+            "age": rng.normal(size=n),
+            "income": rng.normal(size=n),
+            "city": rng.choice(["a", "b", "c"], size=n),
+            "score": rng.integers(0, 10, size=n),
+            "height": rng.normal(size=n),
+            "colour": rng.choice(["red", "blue"], size=n),
+        }
+    )
+    y = (X["age"] + (X["city"] == "a") > 0.5).to_numpy().astype(int)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def validated(data: tuple[pd.DataFrame, np.ndarray]) -> TabNetClassifier:
+    """Fitted with validation data and an accuracy score (history has all keys)."""
+    X, y = data
+    est = TabNetClassifier(max_epochs=3, scoring="accuracy", n_iter_no_change=10, **TINY)
+    return est.fit(X[:110], y[:110], X_val=X[110:], y_val=y[110:])
+
+
+@pytest.fixture(scope="module")
+def plain(data: tuple[pd.DataFrame, np.ndarray]) -> TabNetRegressor:
+    X, _ = data
+    return TabNetRegressor(max_epochs=2, **TINY).fit(X, X["income"].to_numpy())
+
+
+# ---- plot_importances ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("top", [3, 6, 20, None])
+def test_importance_bars(validated: TabNetClassifier, top: int | None) -> None:
+    ax = plot_importances(validated, top=top)
+    importances = validated.feature_importances_
+    order = np.argsort(-importances, kind="stable")[: len(NAMES) if top is None else top]
+    bars = ax.patches
+    assert len(bars) == min(top or len(NAMES), len(NAMES))
+    np.testing.assert_allclose([bar.get_width() for bar in bars], importances[order])
+    assert [t.get_text() for t in ax.get_yticklabels()] == [NAMES[j] for j in order]
+    # the most important column is drawn on top (smallest y after the inverted limits)
+    top_bar = min(bars, key=lambda bar: bar.get_y() if ax.yaxis_inverted() else -bar.get_y())
+    assert top_bar.get_width() == pytest.approx(importances.max())
+
+
+def test_importances_draw_into_a_given_axes(validated: TabNetClassifier) -> None:
+    _, ax = plt.subplots()
+    assert plot_importances(validated, ax=ax) is ax
+
+
+@pytest.mark.parametrize("top", [0, -1, 2.5, True, "3"])
+def test_importances_reject_a_bad_top(validated: TabNetClassifier, top: object) -> None:
+    with pytest.raises(ValueError, match="top"):
+        plot_importances(validated, top=top)  # type: ignore[arg-type]
+
+
+def test_unfitted_estimators_are_refused() -> None:
+    with pytest.raises(NotFittedError):
+        plot_importances(TabNetClassifier())
+    with pytest.raises(NotFittedError):
+        plot_history(TabNetRegressor())
+
+
+# ---- plot_masks ------------------------------------------------------------------------------
+
+
+def test_mask_heatmaps_show_the_requested_rows(
+    validated: TabNetClassifier, data: tuple[pd.DataFrame, np.ndarray]
+) -> None:
+    X, _ = data
+    explanation = validated.explain(X.iloc[:30])
+    rows = [4, 0, 17]
+    fig = plot_masks(explanation, rows)
+    n_steps = explanation.masks.shape[0]
+    panels = fig.axes[: n_steps + 1]
+    for step in range(n_steps):
+        (image,) = panels[step].get_images()
+        np.testing.assert_array_equal(image.get_array(), explanation.masks[step][rows])
+        assert [t.get_text() for t in panels[step].get_yticklabels()] == ["4", "0", "17"]
+    (aggregate,) = panels[-1].get_images()
+    np.testing.assert_array_equal(aggregate.get_array(), explanation.importances[rows])
+    assert [t.get_text() for t in panels[-1].get_xticklabels()] == NAMES
+    assert len(fig.axes) == n_steps + 2  # the panels and one colour bar
+
+
+def test_masks_default_to_the_first_rows_and_accept_a_figure(
+    validated: TabNetClassifier, data: tuple[pd.DataFrame, np.ndarray]
+) -> None:
+    X, _ = data
+    explanation = validated.explain(X.iloc[:25])
+    fig = plt.figure()
+    assert plot_masks(explanation, fig=fig) is fig
+    (image,) = fig.axes[0].get_images()
+    np.testing.assert_array_equal(image.get_array(), explanation.masks[0][:10])
+    few = validated.explain(X.iloc[:3])
+    (image,) = plot_masks(few).axes[0].get_images()
+    assert image.get_array().shape == (3, len(NAMES))
+
+
+@pytest.mark.parametrize(
+    ("rows", "error", "match"),
+    [
+        ([0, 99], ValueError, "row 99"),
+        ([-1], ValueError, "row -1"),
+        ([], ValueError, "empty"),
+        (3, TypeError, "sequence"),
+        ([0.5], TypeError, "integer"),
+    ],
+)
+def test_masks_reject_bad_rows(
+    validated: TabNetClassifier,
+    data: tuple[pd.DataFrame, np.ndarray],
+    rows: object,
+    error: type[Exception],
+    match: str,
+) -> None:
+    explanation = validated.explain(data[0].iloc[:20])
+    with pytest.raises(error, match=match):
+        plot_masks(explanation, rows)  # type: ignore[arg-type]
+
+
+def test_masks_need_an_explanation() -> None:
+    with pytest.raises(TypeError, match="Explanation"):
+        plot_masks(np.zeros((2, 3)))  # type: ignore[arg-type]
+
+
+# ---- plot_history ------------------------------------------------------------------------------
+
+
+def _line(ax, label: str):  # type: ignore[no-untyped-def]
+    lines = [line for line in ax.get_lines() if line.get_label() == label]
+    assert len(lines) == 1, [line.get_label() for line in ax.get_lines()]
+    return lines[0]
+
+
+def test_history_with_validation(validated: TabNetClassifier) -> None:
+    history = validated.history_
+    ax = plot_history(validated)
+    epochs = [rec["epoch"] for rec in history]
+    train = _line(ax, "train loss")
+    np.testing.assert_array_equal(train.get_xdata(), epochs)
+    np.testing.assert_allclose(train.get_ydata(), [rec["train_loss"] for rec in history])
+    val = _line(ax, "validation loss")
+    np.testing.assert_allclose(val.get_ydata(), [rec["val_loss"] for rec in history])
+    twin = [other for other in ax.figure.axes if other is not ax]
+    assert len(twin) == 1
+    score = _line(twin[0], "validation score")
+    np.testing.assert_allclose(score.get_ydata(), [rec["val_score"] for rec in history])
+    best = validated.best_iteration_
+    marker = _line(ax, f"best epoch ({best})")
+    assert list(marker.get_xdata()) == [best, best]
+    (star,) = [line for line in ax.get_lines() if line.get_marker() == "*"]
+    assert list(star.get_xdata()) == [best]
+    assert list(star.get_ydata()) == pytest.approx([history[best]["val_loss"]])
+    (legend,) = [other.get_legend() for other in ax.figure.axes if other.get_legend()]
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert texts == ["train loss", "validation loss", f"best epoch ({best})", "validation score"]
+
+
+def test_history_without_validation(plain: TabNetRegressor) -> None:
+    ax = plot_history(plain)
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert "validation loss" not in labels
+    assert len(ax.figure.axes) == 1  # no score axis
+    np.testing.assert_allclose(
+        _line(ax, "train loss").get_ydata(), [rec["train_loss"] for rec in plain.history_]
+    )
+    best = plain.best_iteration_
+    assert list(_line(ax, f"best epoch ({best})").get_xdata()) == [best, best]
+
+
+def test_history_skips_a_score_that_is_the_loss(data: tuple[pd.DataFrame, np.ndarray]) -> None:
+    X, y = data
+    est = TabNetClassifier(max_epochs=2, **TINY).fit(X[:110], y[:110], X_val=X[110:], y_val=y[110:])
+    ax = plot_history(est)
+    assert len(ax.figure.axes) == 1
+    assert "validation loss" in [line.get_label() for line in ax.get_lines()]
+
+
+def test_empty_history_is_an_error(plain: TabNetRegressor) -> None:
+    empty = copy.copy(plain)
+    empty.history_ = []
+    with pytest.raises(ValueError, match="empty"):
+        plot_history(empty)
+
+
+# ---- without matplotlib -------------------------------------------------------------------------
+
+
+def test_missing_matplotlib_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch,
+    validated: TabNetClassifier,
+    data: tuple[pd.DataFrame, np.ndarray],
+) -> None:
+    explanation = validated.explain(data[0].iloc[:5])
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # "import matplotlib" now fails
+    for call in (
+        lambda: plot_importances(validated),
+        lambda: plot_history(validated),
+        lambda: plot_masks(explanation),
+    ):
+        with pytest.raises(ImportError, match=r"pip install 'tabsparse\[plot\]'"):
+            call()
