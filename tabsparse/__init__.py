@@ -7,6 +7,7 @@ The pure-torch core (:mod:`tabsparse.sparsemax`, :mod:`tabsparse.losses`, :mod:`
 
 from tabsparse.estimators import TabNetClassifier, TabNetRegressor
 from tabsparse.explain import Explanation
+from tabsparse.io import ModelFileError, load, save
 from tabsparse.losses import SparsemaxLoss, sparsemax_loss
 from tabsparse.sparsemax import Entmax15, Sparsemax, entmax15, sparsemax
 
@@ -15,12 +16,15 @@ __version__ = "0.1.0"
 __all__ = [
     "Entmax15",
     "Explanation",
+    "ModelFileError",
     "Sparsemax",
     "SparsemaxLoss",
     "TabNetClassifier",
     "TabNetRegressor",
     "__version__",
     "entmax15",
+    "load",
+    "save",
     "sparsemax",
     "sparsemax_loss",
 ]

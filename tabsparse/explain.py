@@ -13,12 +13,12 @@ class Explanation:
 
     Attributes
     ----------
-    importances : ndarray of shape (n_samples, n_features_in_)
+    importances : ndarray of shape (n_samples, n_features)
         The paper's aggregate mask: every step's mask weighted by how much that step contributed
         to the decision, normalised so that each row sums to one. Embedding channels of a
         categorical column are summed back to that column; a feature group's weight is shared
         equally among its columns.
-    masks : ndarray of shape (n_steps, n_samples, n_features_in_)
+    masks : ndarray of shape (n_steps, n_samples, n_features)
         The attention mask of each decision step (each row of each step sums to one).
     feature_names : list of str
         The column names, in the order of the last axis.

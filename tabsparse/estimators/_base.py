@@ -533,8 +533,8 @@ class TabNetBase(BaseEstimator):
         Returns
         -------
         Explanation
-            ``importances`` (n_samples, n_features_in_), rows summing to one; ``masks``
-            (n_steps, n_samples, n_features_in_); ``feature_names``.
+            ``importances`` (n_samples, n_features), rows summing to one; ``masks``
+            (n_steps, n_samples, n_features); ``feature_names``.
         """
         check_is_fitted(self)
         data = self._tensor_data(self._encode(X), None, None, self.device_)

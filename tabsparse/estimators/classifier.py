@@ -86,7 +86,7 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only when ``X`` was a DataFrame with string column names.
-    feature_importances_ : ndarray of shape (n_features_in_,)
+    feature_importances_ : ndarray of shape (n_features,)
         Global importances (sum to one), from a bounded sample of the training rows.
     history_ : list of dict
         Per epoch: ``epoch``, ``train_loss``, ``learning_rate``, ``seconds`` and, with

@@ -24,11 +24,12 @@ class TabNetRegressor(RegressorMixin, TabNetBase):
     Attributes
     ----------
     n_outputs_ : int
-    target_mean_, target_scale_ : ndarray of shape (n_outputs_,)
+    target_mean_, target_scale_ : ndarray of shape (n_outputs,)
         The standardisation applied to ``y``.
-    n_features_in_, feature_names_in_, feature_importances_, history_, n_iter_,
-    best_iteration_, device_, network_, encoder_
-        As for :class:`tabsparse.TabNetClassifier`.
+
+    The other fitted attributes (``n_features_in_``, ``feature_names_in_``,
+    ``feature_importances_``, ``history_``, ``n_iter_``, ``best_iteration_``, ``device_``,
+    ``network_``, ``encoder_``) are as for :class:`tabsparse.TabNetClassifier`.
 
     Examples
     --------
