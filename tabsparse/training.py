@@ -24,6 +24,14 @@ from typing import Any
 import torch
 from torch import nn
 
+from tabsparse.distributed import (
+    DistContext,
+    all_reduce_sum,
+    average_buffers,
+    broadcast_floats,
+    broadcast_int,
+    shard,
+)
 from tabsparse.nn.network import NetworkOutput
 
 logger = logging.getLogger("tabsparse")
@@ -139,12 +147,17 @@ def batch_bounds(n: int, batch_size: int) -> list[tuple[int, int]]:
 
 
 def iter_batches(
-    data: TensorData, batch_size: int, generator: torch.Generator
-) -> Iterator[TensorData]:
-    """Shuffled batches of ``data`` (one permutation drawn from ``generator``)."""
+    data: TensorData,
+    batch_size: int,
+    generator: torch.Generator,
+    ctx: DistContext | None = None,
+) -> Iterator[tuple[TensorData, int]]:
+    """Shuffled batches of ``data`` (one permutation drawn from ``generator``), with the size of
+    the global batch; in a distributed fit, each rank gets its shard of every global batch."""
     perm = torch.randperm(len(data), generator=generator).to(data.numeric.device)
     for start, stop in batch_bounds(len(data), batch_size):
-        yield data.take(perm[start:stop])
+        lo, hi = shard(start, stop, ctx)
+        yield data.take(perm[lo:hi]), stop - start
 
 
 @torch.inference_mode()
@@ -191,6 +204,8 @@ class Trainer:
         ``(val_logits, val_data) -> score`` (higher is better) watched by early stopping;
         without it early stopping watches the validation loss.
     callbacks : sequence of Callback
+    dist : DistContext, optional
+        Train one model across the ranks of a process group (see :mod:`tabsparse.distributed`).
     """
 
     network: nn.Module
@@ -199,6 +214,7 @@ class Trainer:
     score_fn: ScoreFn | None = None
     callbacks: Sequence[Callback] = ()
     history: list[dict[str, float]] = field(default_factory=list)
+    dist: DistContext | None = None
     best_iteration: int | None = None
     stop: bool = False
     interrupted: bool = False
@@ -260,6 +276,15 @@ class Trainer:
         self._run_start = len(self.history)
         if resume is not None:
             self._load_state(resume)
+        ctx = self.dist
+        world = 1 if ctx is None else ctx.world_size
+        model: nn.Module = net
+        if ctx is not None:
+            model = nn.parallel.DistributedDataParallel(
+                net,
+                device_ids=[device.index] if device.type == "cuda" else None,
+                broadcast_buffers=False,
+            )
         for cb in self.callbacks:
             cb.on_fit_begin(self)
         net.train()
@@ -267,14 +292,18 @@ class Trainer:
             for epoch in range(len(self.history), self._run_start + cfg.max_epochs):
                 tic = time.perf_counter()
                 total = torch.zeros((), device=device)
-                for batch in iter_batches(train, cfg.batch_size, self._generator):
+                for batch, global_rows in iter_batches(train, cfg.batch_size, self._generator, ctx):
                     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.amp):
-                        out = net(batch.numeric, batch.codes)
+                        out = model(batch.numeric, batch.codes)
                         per_row = self.loss_fn(out.logits.float(), batch.target)  # type: ignore[arg-type]
                     if batch.weight is not None:
                         per_row = per_row * batch.weight
-                    loss = per_row.sum() / (len(batch) * mean_weight)
-                    loss = loss + cfg.lambda_sparse * out.sparsity_loss.float()
+                    # scaled so that the mean over ranks (DDP averages gradients) is the loss of
+                    # the whole global batch; for one process the factor is 1
+                    share = world / global_rows
+                    loss = per_row.sum() * (share / mean_weight)
+                    sparsity = out.sparsity_loss.float() * (len(batch) * share)
+                    loss = loss + cfg.lambda_sparse * sparsity
                     opt.zero_grad(set_to_none=True)
                     loss.backward()  # type: ignore[no-untyped-call]
                     if cfg.clip_grad_norm is not None:
@@ -282,8 +311,9 @@ class Trainer:
                     opt.step()
                     if sched is not None:
                         sched.step()
-                    total += loss.detach() * len(batch)
-                train_loss = float(total) / len(train)
+                    total += loss.detach() * (global_rows / world)
+                train_loss = float(all_reduce_sum(total, ctx)) / len(train)
+                average_buffers(net, ctx)
                 record: dict[str, float] = {
                     "epoch": float(epoch),
                     "train_loss": train_loss,
@@ -298,6 +328,11 @@ class Trainer:
                     )
                 if val is not None:
                     record.update(self._validate(val))
+                    if ctx is not None:  # every rank takes rank 0's decision
+                        pair = [record["val_loss"], record["val_score"]]
+                        record["val_loss"], record["val_score"] = broadcast_floats(
+                            pair, ctx, device
+                        )
                     score = record["val_score"]
                     improved = score > self._best_score + cfg.tol
                 else:  # without validation the latest finite epoch is the best one
@@ -312,7 +347,11 @@ class Trainer:
                 record["seconds"] = time.perf_counter() - tic
                 self.history.append(record)
                 self._log(record)
-                if cfg.checkpoint_dir is not None and (epoch + 1) % cfg.checkpoint_every == 0:
+                if (
+                    cfg.checkpoint_dir is not None
+                    and (epoch + 1) % cfg.checkpoint_every == 0
+                    and (ctx is None or ctx.is_main)
+                ):
                     save_checkpoint(self.checkpoint_state(), cfg.checkpoint_dir)
                 for cb in self.callbacks:
                     cb.on_epoch_end(self, record)
@@ -322,7 +361,7 @@ class Trainer:
                     and self._since_best >= cfg.n_iter_no_change
                 ):
                     break
-                if self.stop:
+                if broadcast_int(int(self.stop), ctx, device):
                     break
         except KeyboardInterrupt:
             self.interrupted = True
@@ -394,7 +433,7 @@ class Trainer:
         return {"val_loss": val_loss, "val_score": score if math.isfinite(score) else -math.inf}
 
     def _log(self, record: dict[str, Any]) -> None:
-        if self.config.verbose < 2:
+        if self.config.verbose < 2 or (self.dist is not None and not self.dist.is_main):
             return
         parts = [f"epoch {int(record['epoch']) + 1:>4}", f"train_loss {record['train_loss']:.5f}"]
         if "val_loss" in record:

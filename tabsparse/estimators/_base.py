@@ -23,6 +23,7 @@ from sklearn.utils.validation import check_array, check_is_fitted
 
 from tabsparse._compat import Interval, StrOptions, _check_sample_weight
 from tabsparse.data import EncodedTable, TableEncoder
+from tabsparse.distributed import broadcast_int, detect
 from tabsparse.explain import Explanation
 from tabsparse.nn.network import TabNet
 from tabsparse.progress import progress_callbacks
@@ -124,6 +125,7 @@ class TabNetBase(BaseEstimator):
         "callbacks": [list, None],
         "checkpoint_dir": [str, os.PathLike, None],
         "checkpoint_every": [Interval(Integral, 1, None, closed="left")],
+        "distributed": [StrOptions({"auto"}), "boolean"],
     }
 
     def __init__(
@@ -159,6 +161,7 @@ class TabNetBase(BaseEstimator):
         callbacks: list[Any] | None = None,
         checkpoint_dir: str | os.PathLike[str] | None = None,
         checkpoint_every: int = 1,
+        distributed: str | bool = "auto",
     ) -> None:
         self.n_d = n_d
         self.n_a = n_a
@@ -190,6 +193,7 @@ class TabNetBase(BaseEstimator):
         self.callbacks = callbacks
         self.checkpoint_dir = checkpoint_dir
         self.checkpoint_every = checkpoint_every
+        self.distributed = distributed
 
     # ---- hooks the subclasses implement -------------------------------------------------------
     def _prepare_target(self, y: Any, *, fitting: bool) -> np.ndarray:
@@ -252,6 +256,9 @@ class TabNetBase(BaseEstimator):
         if (X_val is None) != (y_val is None):
             raise ValueError("X_val and y_val must be passed together")
         device = resolve_device(self.device)
+        ctx = detect(self.distributed, device_type=device.type)
+        if ctx is not None and device.type == "cuda":
+            device = torch.device("cuda", ctx.local_rank)  # one device per local rank
         X = _check_table(X)
         continuing = self.warm_start and hasattr(self, "network_")
         y_arr = self._prepare_target(y, fitting=not continuing)
@@ -267,6 +274,8 @@ class TabNetBase(BaseEstimator):
             encoded = self.encoder_.fit_transform(X)
             self._set_feature_attributes()
         seed = self._seed()
+        if ctx is not None:  # every rank must shuffle, split and initialise alike
+            seed = broadcast_int(seed, ctx, device)
         rng = np.random.default_rng(seed)
         val_parts: tuple[EncodedTable, np.ndarray, np.ndarray | None] | None = None
         if X_val is not None:
@@ -315,8 +324,12 @@ class TabNetBase(BaseEstimator):
                 checkpoint_meta=self._checkpoint_meta(len(train), seed),
             ),
             score_fn=self._score_fn(),
-            callbacks=[*progress_callbacks(self.verbose), *(self.callbacks or [])],
+            callbacks=[
+                *progress_callbacks(self.verbose if ctx is None or ctx.is_main else 0),
+                *(self.callbacks or []),
+            ],
             history=self.history_,
+            dist=ctx,
         )
         try:
             with _verbose_logging(self.verbose):

@@ -79,6 +79,10 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         history) to this folder every ``checkpoint_every`` epochs; resume with
         ``fit(..., resume_from=checkpoint_dir)``.
     checkpoint_every : int, default=1
+    distributed : "auto" or bool, default="auto"
+        "auto": inside a torchrun launch (or an initialised process group) train one model
+        across all ranks — gloo on CPU, nccl on CUDA, one device per local rank — with
+        ``batch_size`` the global batch; a single process otherwise. False: never.
 
     Attributes
     ----------
@@ -147,6 +151,7 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         callbacks: list[Any] | None = None,
         checkpoint_dir: str | os.PathLike[str] | None = None,
         checkpoint_every: int = 1,
+        distributed: str | bool = "auto",
     ) -> None:
         super().__init__(
             n_d=n_d,
@@ -179,6 +184,7 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
             callbacks=callbacks,
             checkpoint_dir=checkpoint_dir,
             checkpoint_every=checkpoint_every,
+            distributed=distributed,
         )
         self.class_weight = class_weight
 

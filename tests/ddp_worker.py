@@ -1,0 +1,97 @@
+"""A training script run under torchrun by tests/test_distributed.py (not a test module).
+
+Usage: torchrun --standalone --nproc_per_node=2 tests/ddp_worker.py MODE OUT_DIR
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+torch.set_num_threads(1)
+
+from tabsparse import TabNetClassifier  # noqa: E402
+from tabsparse.distributed import detect  # noqa: E402
+from tabsparse.nn import TabNet  # noqa: E402
+from tabsparse.training import Callback, TensorData, TrainConfig, Trainer  # noqa: E402
+
+
+def table(n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame(
+        {
+            "a": rng.normal(size=n),
+            "b": rng.normal(size=n),
+            "c": pd.Categorical(rng.choice(["x", "y", "z"], n)),
+        }
+    )
+    y = np.where(X["a"] + (X["c"] == "x") > 0.2, "pos", "neg")
+    return X, y
+
+
+def core_data(n: int, seed: int) -> TensorData:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 5, generator=g, dtype=torch.float64)
+    y = (x[:, 0] - x[:, 1] > 0).long()
+    return TensorData(x, torch.zeros(n, 0, dtype=torch.int64), y)
+
+
+def core_trainer(dist: object) -> Trainer:
+    """The float64 network and settings shared by the distributed and single-process runs."""
+    torch.manual_seed(0)
+    net = TabNet(
+        numeric_columns=list(range(5)),
+        categorical_columns=[],
+        numeric_mean=[0.0] * 5,
+        numeric_std=[1.0] * 5,
+        cardinalities=[],
+        n_outputs=2,
+        n_steps=2,
+        virtual_batch_size=64,
+    ).double()
+
+    def ce(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits, target, reduction="none")
+
+    cfg = TrainConfig(max_epochs=3, batch_size=256, seed=0, n_iter_no_change=None)
+    return Trainer(net, ce, cfg, dist=dist)  # type: ignore[arg-type]
+
+
+class FailOnRankOne(Callback):
+    def on_epoch_end(self, trainer, record):  # type: ignore[no-untyped-def]
+        if trainer.dist is not None and trainer.dist.rank == 1 and record["epoch"] >= 1:
+            raise ValueError("injected failure on rank 1")
+
+
+def main() -> None:
+    mode, out = sys.argv[1], Path(sys.argv[2])
+    if mode == "core":
+        ctx = detect("auto")
+        assert ctx is not None and ctx.world_size == 2
+        trainer = core_trainer(ctx).fit(core_data(1024, 0), core_data(256, 1))
+        params = {k: v.numpy() for k, v in trainer.network.state_dict().items()}
+        np.savez(out / f"core_rank{ctx.rank}.npz", **params)
+        return
+    X, y = table(1500, 0)
+    X_val, y_val = table(300, 1)
+    callbacks = [FailOnRankOne()] if mode == "fail" else None
+    clf = TabNetClassifier(
+        max_epochs=4, batch_size=512, random_state=0, device="cpu", callbacks=callbacks
+    )
+    clf.fit(X, y, X_val=X_val, y_val=y_val)
+    rank = torch.distributed.get_rank()
+    params = {k: v.numpy() for k, v in clf.network_.state_dict().items()}
+    np.savez(out / f"rank{rank}.npz", proba=clf.predict_proba(X_val), **params)
+    if rank == 0:
+        (out / "model.pkl").write_bytes(pickle.dumps(clf))
+        (out / "history.pkl").write_bytes(pickle.dumps(clf.history_))
+
+
+if __name__ == "__main__":
+    main()

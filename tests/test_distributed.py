@@ -1,0 +1,72 @@
+"""Distributed training under torchrun (gloo on CPU, 2 ranks, one thread each)."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from ddp_worker import core_data, core_trainer, table  # noqa: E402
+
+WORKER = Path(__file__).parent / "ddp_worker.py"
+
+pytestmark = pytest.mark.skipif(
+    not torch.distributed.is_available(), reason="torch.distributed is not available"
+)
+
+
+def torchrun(mode: str, out: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[1])}
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        str(WORKER),
+        mode,
+        str(out),
+    ]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_two_ranks_end_with_identical_models_that_pickle(tmp_path: Path) -> None:
+    run = torchrun("estimator", tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    r0, r1 = np.load(tmp_path / "rank0.npz"), np.load(tmp_path / "rank1.npz")
+    assert set(r0.files) == set(r1.files)
+    for key in r0.files:
+        np.testing.assert_array_equal(r0[key], r1[key], err_msg=key)
+    clf = pickle.loads((tmp_path / "model.pkl").read_bytes())
+    X_val, _ = table(300, 1)
+    np.testing.assert_allclose(clf.predict_proba(X_val), r0["proba"], atol=1e-6)
+    history = pickle.loads((tmp_path / "history.pkl").read_bytes())
+    assert len(history) == 4 and "val_score" in history[0]
+
+
+def test_two_ranks_match_one_process_on_the_same_global_batches(tmp_path: Path) -> None:
+    run = torchrun("core", tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    single = core_trainer(None).fit(core_data(1024, 0), core_data(256, 1))
+    expected = single.network.state_dict()
+    for rank in (0, 1):
+        got = np.load(tmp_path / f"core_rank{rank}.npz")
+        for key, value in expected.items():
+            np.testing.assert_allclose(got[key], value.numpy(), rtol=1e-9, atol=1e-11, err_msg=key)
+
+
+def test_a_failure_on_one_rank_ends_both(tmp_path: Path) -> None:
+    tic = time.perf_counter()
+    run = torchrun("fail", tmp_path, timeout=200)
+    assert run.returncode != 0
+    assert "injected failure on rank 1" in run.stderr + run.stdout
+    assert time.perf_counter() - tic < 200
+    assert not (tmp_path / "rank0.npz").exists()
