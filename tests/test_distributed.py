@@ -14,7 +14,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from ddp_worker import core_data, core_trainer, table  # noqa: E402
+from ddp_worker import core_data, core_trainer, table
 
 WORKER = Path(__file__).parent / "ddp_worker.py"
 
