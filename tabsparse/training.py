@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -57,6 +57,23 @@ class TensorData:
             return None if t is None else t[idx]
 
         return TensorData(self.numeric[idx], self.codes[idx], pick(self.target), pick(self.weight))
+
+    @property
+    def device(self) -> torch.device:
+        return self.numeric.device
+
+    def mean_weight(self) -> float:
+        """Mean sample weight (1 without weights)."""
+        return 1.0 if self.weight is None else float(self.weight.mean())
+
+    def n_batches(self, batch_size: int) -> int:
+        return len(batch_bounds(len(self), batch_size))
+
+    def iter_batches(
+        self, batch_size: int, generator: torch.Generator, ctx: DistContext | None = None
+    ) -> Iterator[tuple[TensorData, int]]:
+        """Shuffled batches; see :func:`iter_batches`."""
+        return iter_batches(self, batch_size, generator, ctx)
 
     def to(self, device: torch.device) -> TensorData:
         def move(t: torch.Tensor | None) -> torch.Tensor | None:
@@ -185,6 +202,23 @@ def predict_outputs(
     )
 
 
+class BatchSource(Protocol):
+    """Training rows that are not all in memory (see :mod:`tabsparse.streaming`)."""
+
+    @property
+    def device(self) -> torch.device: ...
+
+    def __len__(self) -> int: ...
+
+    def mean_weight(self) -> float: ...
+
+    def n_batches(self, batch_size: int) -> int: ...
+
+    def iter_batches(
+        self, batch_size: int, generator: torch.Generator, ctx: DistContext | None = None
+    ) -> Iterator[tuple[TensorData, int]]: ...
+
+
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 ScoreFn = Callable[[torch.Tensor, TensorData], float]
 
@@ -245,7 +279,7 @@ class Trainer:
 
     def fit(
         self,
-        train: TensorData,
+        train: TensorData | BatchSource,
         val: TensorData | None = None,
         *,
         mean_weight: float | None = None,
@@ -259,15 +293,14 @@ class Trainer:
         cfg = self.config
         if len(train) == 0:
             raise ValueError("cannot train on 0 rows")
-        assert train.target is not None
         net = self.network
-        device = train.numeric.device
+        device = train.device
         self._generator = torch.Generator().manual_seed(cfg.seed)
         self._opt = opt = self._optimizer()
-        steps = len(batch_bounds(len(train), cfg.batch_size))
+        steps = train.n_batches(cfg.batch_size)
         self._sched = sched = self._scheduler(opt, steps)
         if mean_weight is None:
-            mean_weight = 1.0 if train.weight is None else float(train.weight.mean())
+            mean_weight = train.mean_weight()
         if not mean_weight > 0:
             raise ValueError("the sample weights of the training rows sum to zero")
         self._best_score = -math.inf
@@ -292,7 +325,7 @@ class Trainer:
             for epoch in range(len(self.history), self._run_start + cfg.max_epochs):
                 tic = time.perf_counter()
                 total = torch.zeros((), device=device)
-                for batch, global_rows in iter_batches(train, cfg.batch_size, self._generator, ctx):
+                for batch, global_rows in train.iter_batches(cfg.batch_size, self._generator, ctx):
                     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.amp):
                         out = model(batch.numeric, batch.codes)
                         per_row = self.loss_fn(out.logits.float(), batch.target)  # type: ignore[arg-type]

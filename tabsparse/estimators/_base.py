@@ -27,6 +27,7 @@ from tabsparse.distributed import broadcast_int, detect
 from tabsparse.explain import Explanation
 from tabsparse.nn.network import TabNet
 from tabsparse.progress import progress_callbacks
+from tabsparse.streaming import DiskRows, StreamingSource, scan
 from tabsparse.training import (
     LR_SCHEDULES,
     LossFn,
@@ -93,6 +94,8 @@ def _to_tensor(array: np.ndarray, device: torch.device) -> torch.Tensor:
 
 class TabNetBase(BaseEstimator):
     """Shared machinery; use :class:`TabNetClassifier` or :class:`TabNetRegressor`."""
+
+    encoder_: TableEncoder
 
     _parameter_constraints: dict[str, list[Any]] = {
         "n_d": [Interval(Integral, 1, None, closed="left")],
@@ -259,36 +262,139 @@ class TabNetBase(BaseEstimator):
         ctx = detect(self.distributed, device_type=device.type)
         if ctx is not None and device.type == "cuda":
             device = torch.device("cuda", ctx.local_rank)  # one device per local rank
-        X = _check_table(X)
+        on_disk = isinstance(X, np.memmap)
+        X = DiskRows(X) if on_disk else _check_table(X)
+        n_rows = len(X) if on_disk else X.shape[0]
         continuing = self.warm_start and hasattr(self, "network_")
         y_arr = self._prepare_target(y, fitting=not continuing)
-        if len(y_arr) != X.shape[0]:
+        if len(y_arr) != n_rows:
             raise ValueError(
-                f"X has {X.shape[0]} rows but y has {len(y_arr)}; they must have the same length"
+                f"X has {n_rows} rows but y has {len(y_arr)}; they must have the same length"
             )
-        sw = self._check_weight(sample_weight, X.shape[0], "sample_weight")
+        sw = self._check_weight(sample_weight, n_rows, "sample_weight")
+        seed = self._seed()
+        if ctx is not None:  # every rank must shuffle, split and initialise alike
+            seed = broadcast_int(seed, ctx, device)
+        rng = np.random.default_rng(seed)
+        train: TensorData | StreamingSource
+        if on_disk:
+            train, val, sample = self._disk_data(
+                X, y_arr, sw, rng, device, continuing, X_val, y_val, sample_weight_val
+            )
+        else:
+            train, val = self._memory_data(
+                X, y_arr, sw, rng, device, continuing, X_val, y_val, sample_weight_val
+            )
+            sample = train
+        if not continuing:
+            self.network_ = self._build_network(seed).to(device)
+            self.history_: list[dict[str, float]] = []
+        self.network_.to(device)
+        self.device_ = device
+        trainer = self._trainer(train, seed, device, ctx)
+        try:
+            with _verbose_logging(self.verbose):
+                resume = None if resume_from is None else load_checkpoint(resume_from)
+                trainer.fit(train, val, resume=resume)
+        except (TrainingError, KeyboardInterrupt):
+            if trainer.best_iteration is None:  # no epoch finished: stay cleanly unfitted
+                for name in ("network_", "n_iter_", "best_iteration_", "feature_importances_"):
+                    self.__dict__.pop(name, None)
+            else:  # keep the best weights so far as a usable model, then report
+                self._finish_fit(trainer, sample, rng)
+            raise
+        self._finish_fit(trainer, sample, rng)
+        return self
+
+    def _val_table(
+        self, X_val: Any, y_val: Any, sample_weight_val: Any
+    ) -> tuple[EncodedTable, np.ndarray, np.ndarray | None]:
+        X_val = _check_table(X_val, what="X_val")
+        y_val_arr = self._prepare_target(y_val, fitting=False)
+        if len(y_val_arr) != X_val.shape[0]:
+            raise ValueError(
+                f"X_val has {X_val.shape[0]} rows but y_val has {len(y_val_arr)}; "
+                "they must have the same length"
+            )
+        sw_val = self._check_weight(sample_weight_val, X_val.shape[0], "sample_weight_val")
+        return self._encode(X_val, what="X_val"), y_val_arr, sw_val
+
+    def _disk_data(
+        self,
+        rows: DiskRows,
+        y_arr: np.ndarray,
+        sw: np.ndarray | None,
+        rng: np.random.Generator,
+        device: torch.device,
+        continuing: bool,
+        X_val: Any,
+        y_val: Any,
+        sample_weight_val: Any,
+    ) -> tuple[StreamingSource, TensorData | None, TensorData]:
+        """Training rows read from disk batch by batch; statistics from one streaming pass."""
+        if rows.dtype.kind not in "biuf":
+            raise TypeError(f"an array on disk must be numeric, got dtype {rows.dtype}")
+        n = len(rows)
+        split = X_val is None and self._use_early_stopping(n)
+        n_val = min(max(1, round(n * self.validation_fraction)), 100_000) if split else 0
+        encoder: TableEncoder = (
+            self.encoder_
+            if continuing
+            else TableEncoder(categorical_features=self.categorical_features)
+        )
+        scanned = scan(
+            rows,
+            encoder,
+            n_val=n_val,
+            n_sample=IMPORTANCE_SAMPLE,
+            rng=rng,
+            fit_encoder=not continuing,
+        )
+        if not continuing:
+            self.encoder_ = scanned.encoder
+            self._set_feature_attributes()
+
+        def target(ids: np.ndarray) -> torch.Tensor:
+            return self._target_tensor(y_arr[ids], device)
+
+        train = StreamingSource(
+            rows, self.encoder_, target, weight=sw, exclude=scanned.val_rows, device=device
+        )
+        val = None
+        if X_val is not None:
+            val = self._tensor_data(*self._val_table(X_val, y_val, sample_weight_val), device)
+        elif scanned.val_table is not None:
+            ids = scanned.val_rows
+            val = self._tensor_data(
+                scanned.val_table, y_arr[ids], None if sw is None else sw[ids], device
+            )
+        sample_ids = scanned.sample_rows
+        sample = self._tensor_data(scanned.sample_table, y_arr[sample_ids], None, device)
+        return train, val, sample
+
+    def _memory_data(
+        self,
+        X: Any,
+        y_arr: np.ndarray,
+        sw: np.ndarray | None,
+        rng: np.random.Generator,
+        device: torch.device,
+        continuing: bool,
+        X_val: Any,
+        y_val: Any,
+        sample_weight_val: Any,
+    ) -> tuple[TensorData, TensorData | None]:
+        """The whole table encoded once into tensors on the training device."""
         if continuing:
             encoded = self._encode(X)
         else:
             self.encoder_ = TableEncoder(categorical_features=self.categorical_features)
             encoded = self.encoder_.fit_transform(X)
             self._set_feature_attributes()
-        seed = self._seed()
-        if ctx is not None:  # every rank must shuffle, split and initialise alike
-            seed = broadcast_int(seed, ctx, device)
-        rng = np.random.default_rng(seed)
         val_parts: tuple[EncodedTable, np.ndarray, np.ndarray | None] | None = None
         if X_val is not None:
-            X_val = _check_table(X_val, what="X_val")
-            y_val_arr = self._prepare_target(y_val, fitting=False)
-            if len(y_val_arr) != X_val.shape[0]:
-                raise ValueError(
-                    f"X_val has {X_val.shape[0]} rows but y_val has {len(y_val_arr)}; "
-                    "they must have the same length"
-                )
-            sw_val = self._check_weight(sample_weight_val, X_val.shape[0], "sample_weight_val")
-            val_parts = (self._encode(X_val, what="X_val"), y_val_arr, sw_val)
-        elif self._use_early_stopping(X.shape[0]):
+            val_parts = self._val_table(X_val, y_val, sample_weight_val)
+        elif self._use_early_stopping(len(y_arr)):
             train_idx, val_idx = self._split(len(y_arr), rng, y_arr)
             val_parts = (
                 encoded.take(val_idx),
@@ -299,12 +405,12 @@ class TabNetBase(BaseEstimator):
             sw = None if sw is None else sw[train_idx]
         train = self._tensor_data(encoded, y_arr, sw, device)
         val = None if val_parts is None else self._tensor_data(*val_parts, device)
-        if not continuing:
-            self.network_ = self._build_network(seed).to(device)
-            self.history_: list[dict[str, float]] = []
-        self.network_.to(device)
-        self.device_ = device
-        trainer = Trainer(
+        return train, val
+
+    def _trainer(
+        self, train: TensorData | StreamingSource, seed: int, device: torch.device, ctx: Any
+    ) -> Trainer:
+        return Trainer(
             network=self.network_,
             loss_fn=self._loss_fn(),
             config=TrainConfig(
@@ -331,19 +437,6 @@ class TabNetBase(BaseEstimator):
             history=self.history_,
             dist=ctx,
         )
-        try:
-            with _verbose_logging(self.verbose):
-                resume = None if resume_from is None else load_checkpoint(resume_from)
-                trainer.fit(train, val, resume=resume)
-        except (TrainingError, KeyboardInterrupt):
-            if trainer.best_iteration is None:  # no epoch finished: stay cleanly unfitted
-                for name in ("network_", "n_iter_", "best_iteration_", "feature_importances_"):
-                    self.__dict__.pop(name, None)
-            else:  # keep the best weights so far as a usable model, then report
-                self._finish_fit(trainer, train, rng)
-            raise
-        self._finish_fit(trainer, train, rng)
-        return self
 
     def _finish_fit(self, trainer: Trainer, train: TensorData, rng: np.random.Generator) -> None:
         self.n_iter_ = len(self.history_)

@@ -1,0 +1,121 @@
+"""Training from an array on disk that is never loaded whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tabsparse import TabNetClassifier, TabNetRegressor
+from tabsparse.data import TableEncoder
+from tabsparse.distributed import DistContext
+from tabsparse.streaming import DiskRows, StreamingSource, scan
+
+
+def on_disk(
+    tmp_path: Path, n: int = 5000, d: int = 6, seed: int = 0
+) -> tuple[np.memmap, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    data = rng.normal(size=(n, d)).astype(np.float32)
+    data[:, 1] = rng.integers(0, 4, n)  # an integer-coded categorical column
+    data[::13, 2] = np.nan
+    path = tmp_path / "table.f32"
+    data.tofile(path)
+    mm = np.memmap(path, dtype=np.float32, mode="r", shape=(n, d))
+    y = ((data[:, 0] > 0) ^ (data[:, 1] == 2)).astype(int)
+    return mm, y
+
+
+def test_disk_rows_read_exact_ranges(tmp_path: Path) -> None:
+    mm, _ = on_disk(tmp_path)
+    rows = DiskRows(mm)
+    np.testing.assert_array_equal(rows.read(10, 2000), np.asarray(mm[10:2000]))
+    assert rows.blocks(2048) == [(0, 2048), (2048, 4096), (4096, 5000)]
+    with pytest.raises(ValueError, match="2-D"):
+        DiskRows(np.zeros(3))
+
+
+def test_scan_gathers_the_same_statistics_as_a_full_fit(tmp_path: Path) -> None:
+    mm, _ = on_disk(tmp_path)
+    streamed = scan(
+        DiskRows(mm),
+        TableEncoder(categorical_features=[1]),
+        n_val=300,
+        n_sample=200,
+        rng=np.random.default_rng(0),
+        block_rows=1000,
+    )
+    full = TableEncoder(categorical_features=[1]).fit(np.asarray(mm))
+    np.testing.assert_allclose(streamed.encoder.numeric_mean, full.numeric_mean, rtol=1e-9)
+    np.testing.assert_allclose(streamed.encoder.numeric_std, full.numeric_std, rtol=1e-9)
+    assert streamed.encoder.categories == full.categories
+    assert len(streamed.val_rows) == 300 and len(streamed.sample_rows) == 200
+    assert not set(streamed.val_rows) & set(streamed.sample_rows)
+    expected = full.transform(np.asarray(mm)[streamed.val_rows])
+    assert streamed.val_table is not None
+    np.testing.assert_array_equal(streamed.val_table.codes, expected.codes)
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_every_kept_row_once_per_epoch_and_a_fixed_batch_count(tmp_path: Path, world: int) -> None:
+    mm, _ = on_disk(tmp_path)
+    enc = TableEncoder(categorical_features=[1]).fit(np.asarray(mm))
+    exclude = np.arange(0, 5000, 7)
+    source = StreamingSource(
+        DiskRows(mm),
+        enc,
+        lambda ids: torch.from_numpy(ids),  # the target is the row id, to track rows
+        weight=None,
+        exclude=exclude,
+        device=torch.device("cpu"),
+        block_rows=700,
+        blocks_per_buffer=3,
+    )
+    assert len(source) == 5000 - len(exclude)
+    for epoch_seed in (0, 1):
+        seen: list[np.ndarray] = []
+        n_global = 0
+        for rank in range(world):
+            ctx = None if world == 1 else DistContext(rank, world, rank, "gloo")
+            gen = torch.Generator().manual_seed(epoch_seed)
+            batches = list(source.iter_batches(256, gen, ctx))
+            n_global = len(batches)
+            for batch, global_rows in batches:
+                assert batch.target is not None
+                seen.append(batch.target.numpy())
+                assert global_rows <= 256
+        ids = np.sort(np.concatenate(seen))
+        np.testing.assert_array_equal(ids, np.setdiff1d(np.arange(5000), exclude))
+        assert n_global == source.n_batches(256)
+
+
+def test_fit_from_a_memmap_with_early_stopping(tmp_path: Path) -> None:
+    mm, y = on_disk(tmp_path)
+    clf = TabNetClassifier(
+        max_epochs=8,
+        early_stopping=True,
+        categorical_features=[1],
+        random_state=0,
+        device="cpu",
+    )
+    clf.fit(mm, y)
+    assert clf.n_features_in_ == 6
+    assert "val_score" in clf.history_[0]
+    assert clf.encoder_.kinds[1] == "categorical"
+    head = np.asarray(mm[:1000])
+    assert clf.score(head, y[:1000]) > 0.8
+    np.testing.assert_allclose(clf.feature_importances_.sum(), 1.0, rtol=1e-6)
+
+
+def test_memmap_regressor_learns_and_rejects_non_numeric_arrays(tmp_path: Path) -> None:
+    mm, _ = on_disk(tmp_path)
+    target = np.nan_to_num(np.asarray(mm[:, 0])) * 3.0 + 1.0
+    disk = TabNetRegressor(max_epochs=4, random_state=0, device="cpu").fit(mm, target)
+    assert disk.score(np.asarray(mm), target) > 0.8
+    with pytest.raises(TypeError, match="numeric"):
+        path = tmp_path / "text.bin"
+        np.zeros((4, 2), dtype="S3").tofile(path)
+        text = np.memmap(path, dtype="S3", mode="r", shape=(4, 2))
+        TabNetRegressor(max_epochs=1).fit(text, np.zeros(4))
