@@ -26,7 +26,7 @@ from tabsparse.data import EncodedTable, TableEncoder
 from tabsparse.distributed import DistContext, shard
 from tabsparse.training import TensorData
 
-DEFAULT_BLOCK_ROWS = 65_536
+DEFAULT_BLOCK_ROWS = 32_768
 
 
 def even_bounds(n: int, count: int) -> list[tuple[int, int]]:
@@ -203,24 +203,28 @@ class StreamingSource:
         order = [b for b in order if b != last] + [last]
         counts = self._batches_per_buffer(batch_size)
         for group, count in zip(self._buffers(order), counts, strict=True):
-            ids = np.concatenate(
-                [np.arange(*self._blocks[b])[self.keep[slice(*self._blocks[b])]] for b in group]
-            )
-            raw = np.concatenate([self.rows.read(*self._blocks[b]) for b in group])
-            raw = raw[np.concatenate([self.keep[slice(*self._blocks[b])] for b in group])]
+            spans = [self._blocks[b] for b in group]
+            keep = np.concatenate([self.keep[a:b] for a, b in spans])
+            ids = np.concatenate([np.arange(a, b) for a, b in spans])[keep]
+            raw = np.concatenate([self.rows.read(a, b) for a, b in spans])
+            if not keep.all():
+                raw = raw[keep]
             enc = self.encoder.transform(raw)
-            perm = torch.randperm(len(ids), generator=generator).numpy()
-            numeric = torch.from_numpy(enc.numeric[perm]).to(self._device)
-            codes = torch.from_numpy(enc.codes[perm]).to(self._device)
-            ids = ids[perm]
+            del raw  # only the encoded buffer stays alive while its batches are served
+            numeric = torch.from_numpy(enc.numeric).to(self._device)
+            codes = torch.from_numpy(enc.codes).to(self._device)
+            perm = torch.randperm(len(ids), generator=generator)
             for start, stop in even_bounds(len(ids), count):
                 lo, hi = shard(start, stop, ctx)
-                w = None if self.weight is None else self.weight[ids[lo:hi]]
+                take = perm[lo:hi]
+                rows = ids[take.numpy()]
+                w = None if self.weight is None else self.weight[rows]
+                take = take.to(self._device)
                 yield (
                     TensorData(
-                        numeric[lo:hi],
-                        codes[lo:hi],
-                        self.target(ids[lo:hi]),
+                        numeric[take],
+                        codes[take],
+                        self.target(rows),
                         None if w is None else torch.from_numpy(w).to(self._device),
                     ),
                     stop - start,
