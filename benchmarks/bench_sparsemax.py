@@ -146,6 +146,16 @@ def render(
         "`benchmarks/bench_sparsemax.py`.",
         "",
     ]
+    load = load_average()
+    if load is not None and load > 0.5 * (os.cpu_count() or 1):
+        lines[-1:-1] = [
+            "",
+            f"**Caveat:** other processes were loading this machine (load average {load:.2f}). "
+            "The iterative algorithm runs many small operations, each of which waits for every "
+            "thread, so it suffers more from competing processes than the single fused softmax "
+            "kernel: ratios to softmax vary by up to about 2x between such runs. Re-run on an "
+            "idle machine for reference numbers.",
+        ]
     header = ["shape", "softmax fwd / f+b"]
     for kind in ("sparsemax", "entmax15"):
         header.append(f"tabsparse {kind} fwd / f+b")

@@ -456,3 +456,17 @@ def test_resuming_from_a_checkpoint_gives_the_uninterrupted_model(tmp_path) -> N
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match=r"junk\.pt"):
         other.fit(X, y, X_val=Xv, y_val=yv, resume_from=tmp_path / "junk.pt")
+
+
+def test_threads_predicting_at_once_match_one_thread() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    X, y = mixed_frame(400)
+    clf = TabNetClassifier(max_epochs=3, random_state=0, device="cpu").fit(X, y)
+    expected = clf.predict_proba(X)
+    chunks = [X.iloc[i : i + 50] for i in range(0, 400, 50)] * 4
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(clf.predict_proba, chunks))
+    for i, got in enumerate(results):
+        start = (i % 8) * 50
+        np.testing.assert_allclose(got, expected[start : start + 50], rtol=1e-6, atol=1e-7)
