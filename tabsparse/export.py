@@ -40,9 +40,11 @@ import contextlib
 import copy
 import io
 import json
+import logging
 import math
 import os
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -51,6 +53,7 @@ import torch
 from torch import nn
 
 from tabsparse.data import CODE_MISSING, CODE_OFFSET, CODE_UNSEEN
+from tabsparse.nn.transformers import AttentiveTransformer
 
 if TYPE_CHECKING:
     from tabsparse.nn.network import TabNet
@@ -190,9 +193,9 @@ class _SortedAttention(nn.Module):
     keeps (shares) the original layers, so the weights are those of the fitted network.
     """
 
-    def __init__(self, attentive: nn.Module) -> None:
+    def __init__(self, attentive: AttentiveTransformer) -> None:
         super().__init__()
-        mask_type = str(attentive.mask_type)
+        mask_type = attentive.mask_type
         if mask_type not in _SORTED_MASK_FUNCTIONS:
             raise ValueError(f"cannot export mask_type={mask_type!r}")
         self.mask_type = mask_type
@@ -241,7 +244,7 @@ class _Serving(nn.Module):
         self.masks = masks
         self.n_numeric = int(network.inputs.n_numeric)
         self.n_categorical = int(network.inputs.n_categorical)
-        cards = torch.as_tensor(network.inputs.cardinalities, dtype=torch.int64)
+        cards = torch.as_tensor(network.inputs.cardinalities or [CODE_OFFSET], dtype=torch.int64)
         self.register_buffer("cardinality", cards.reshape(1, -1))
         mean = torch.as_tensor(np.asarray(target_mean if target_mean is not None else [0.0]))
         scale = torch.as_tensor(np.asarray(target_scale if target_scale is not None else [1.0]))
@@ -251,8 +254,9 @@ class _Serving(nn.Module):
     def _run(
         self, numeric: torch.Tensor, codes: torch.Tensor
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        valid = (codes >= 0) & (codes < self.cardinality)
-        codes = torch.where(valid, codes, torch.full_like(codes, CODE_UNSEEN))
+        if self.n_categorical:
+            valid = (codes >= 0) & (codes < self.cardinality)
+            codes = torch.where(valid, codes, torch.full_like(codes, CODE_UNSEEN))
         out = self.network(numeric, codes)
         if self.task == "classification":
             first = torch.softmax(out.logits.float(), dim=1)
@@ -336,11 +340,31 @@ def serving_module(estimator: Any, *, masks: bool = False) -> nn.Module:
     return _serving_module(estimator, masks=masks)
 
 
+def _drop_empty_tensors(module: nn.Module) -> None:
+    """Remove 0-element parameters and buffers from a private copy; forward never reads them.
+
+    They exist for absent column kinds (e.g. ``TabularInput.offsets`` without categorical
+    columns). That one is an empty *view* of a 1-element storage, and ``torch.export.save``
+    (torch 2.13) fails on such a tensor ("numel: integer multiplication overflow") while it
+    reassembles tensors that share a storage.
+    """
+    for sub in module.modules():
+        for store in (sub._parameters, sub._buffers):
+            for name in [n for n, t in store.items() if t is not None and t.numel() == 0]:
+                del store[name]
+
+
 def _serving_module(estimator: Any, *, masks: bool) -> _Serving:
     task = _check_estimator(estimator)
     network = copy.deepcopy(estimator.network_).cpu().float().eval()
     encoder = network.encoder
-    encoder.attention = nn.ModuleList(_SortedAttention(a) for a in encoder.attention)
+    attention = []
+    for attentive in encoder.attention:
+        if not isinstance(attentive, AttentiveTransformer):  # pragma: no cover - defensive
+            raise TypeError(f"cannot export attention module {type(attentive).__name__}")
+        attention.append(_SortedAttention(attentive))
+    encoder.attention = nn.ModuleList(attention)
+    _drop_empty_tensors(network)
     n_num, n_cat = network.inputs.n_numeric, network.inputs.n_categorical
     cls: type[_Serving]
     if n_num and n_cat:
@@ -597,41 +621,59 @@ def _input_names(module: _Serving) -> list[str]:
     return ["codes"]
 
 
+def _dynamic_shapes(module: _Serving) -> dict[str, dict[int, Any]]:
+    batch = torch.export.Dim("batch", min=1)
+    return {name: {0: batch} for name in _input_names(module)}
+
+
 def _trace(module: _Serving) -> torch.export.ExportedProgram:
     """``torch.export`` the module with a dynamic batch dimension shared by all inputs."""
-    batch = torch.export.Dim("batch", min=1)
-    dynamic = {name: {0: batch} for name in _input_names(module)}
     with torch.no_grad():
-        return torch.export.export(module, _example_inputs(module), dynamic_shapes=dynamic)
+        return torch.export.export(
+            module, _example_inputs(module), dynamic_shapes=_dynamic_shapes(module)
+        )
 
 
-def _output_names(spec: dict[str, Any]) -> list[str]:
-    return [out["name"] for out in spec["outputs"]]
-
-
-def _write_onnx(program: torch.export.ExportedProgram, path: Path, spec: dict[str, Any]) -> None:
-    _require_onnx()
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence the exporters' progress messages, warnings and log records (library code)."""
     sink = io.StringIO()
-    # The dynamo exporter reports its progress on stdout; a library must stay silent.
-    with (
-        contextlib.redirect_stdout(sink),
-        contextlib.redirect_stderr(sink),
-        warnings.catch_warnings(),
-    ):
-        warnings.simplefilter("ignore")
+    loggers = [logging.getLogger(name) for name in ("torch.onnx", "torch.export", "onnxscript")]
+    levels = [lg.level for lg in loggers]
+    try:
+        for lg in loggers:
+            lg.setLevel(logging.ERROR)
+        with (
+            contextlib.redirect_stdout(sink),
+            contextlib.redirect_stderr(sink),
+            warnings.catch_warnings(),
+        ):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+def _write_onnx(module: _Serving, path: Path, spec: dict[str, Any]) -> None:
+    """Export with the dynamo exporter (it runs ``torch.export`` itself) to one file."""
+    with _quiet(), torch.no_grad():
         onnx_program = torch.onnx.export(
-            program,
-            (),
+            module,
+            _example_inputs(module),
             dynamo=True,
-            input_names=[inp["name"] for inp in spec["inputs"]],
-            output_names=_output_names(spec),
+            dynamic_shapes=_dynamic_shapes(module),
+            input_names=_input_names(module),
+            output_names=[out["name"] for out in spec["outputs"]],
             external_data=False,
             verbose=False,
         )
-    if onnx_program is None:  # pragma: no cover - only the TorchScript exporter returns None
-        raise RuntimeError("torch.onnx.export returned no program")
-    onnx_program.save(str(path), external_data=False)
-    opsets = {op.domain or "ai.onnx": int(op.version) for op in onnx_program.model_proto.opset_import}
+        if onnx_program is None:  # pragma: no cover - only the TorchScript exporter returns None
+            raise RuntimeError("torch.onnx.export returned no program")
+        onnx_program.save(str(path), external_data=False)
+    opsets = {
+        op.domain or "ai.onnx": int(op.version) for op in onnx_program.model_proto.opset_import
+    }
     spec["onnx_opset"] = opsets.get("ai.onnx")
 
 
@@ -695,12 +737,13 @@ def export_model(
         _require_onnx()
     path = Path(path)
     spec = export_spec(estimator, format=format, masks=masks)
-    program = _trace(_serving_module(estimator, masks=masks))
+    module = _serving_module(estimator, masks=masks)
     if format == "torch":
-        torch.export.save(program, str(path))
-        spec["torch_version"] = torch.__version__
+        with _quiet():
+            torch.export.save(_trace(module), str(path))
     else:
-        _write_onnx(program, path, spec)
+        _write_onnx(module, path, spec)
+    spec["torch_version"] = torch.__version__
     spec["model_file"] = path.name
     text = json.dumps(spec, indent=2, ensure_ascii=False, allow_nan=False)
     spec_path(path).write_text(text + "\n", encoding="utf-8")

@@ -470,3 +470,10 @@ def test_threads_predicting_at_once_match_one_thread() -> None:
     for i, got in enumerate(results):
         start = (i % 8) * 50
         np.testing.assert_allclose(got, expected[start : start + 50], rtol=1e-6, atol=1e-7)
+
+
+def test_export_method_writes_a_program_and_its_spec(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    X, y = mixed_frame(100)
+    clf = TabNetClassifier(max_epochs=2, random_state=0, device="cpu").fit(X, y)
+    path = clf.export(tmp_path / "model.pt2", format="torch")
+    assert path.exists() and (tmp_path / "model.pt2.json").exists()

@@ -647,6 +647,29 @@ class TabNetBase(BaseEstimator):
         importances, masks = self._explain_tensors(data)
         return Explanation(importances, masks, list(self.encoder_.feature_names))
 
+    def export(
+        self, path: str | os.PathLike[str], format: str = "onnx", *, masks: bool = False
+    ) -> Any:
+        """Export the fitted network with its input handling for serving, plus a JSON spec.
+
+        Parameters
+        ----------
+        path : path
+            The model file (``.onnx`` or ``.pt2``); the spec is written to ``<path>.json``.
+        format : {"onnx", "torch"}
+            ONNX through the dynamo exporter (needs the ``export`` extra), or ``torch.export``.
+        masks : bool
+            Also return the per-step masks and per-row importances.
+
+        Returns
+        -------
+        pathlib.Path
+            The model file. See ``docs/deployment.md``.
+        """
+        from tabsparse.export import export_model  # lazy: avoids an import cycle
+
+        return export_model(self, path, format, masks=masks)  # type: ignore[arg-type]
+
     # ---- pickling: tensors travel on the CPU ---------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()

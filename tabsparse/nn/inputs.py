@@ -64,7 +64,7 @@ class TabularInput(nn.Module):
         self.register_buffer("inv_std", (1.0 / std).to(torch.float32))
         self.missing_value = nn.Parameter(torch.zeros(self.n_numeric))
         offsets = torch.tensor([0, *self.cardinalities[:-1]], dtype=torch.int64).cumsum(0)
-        self.register_buffer("offsets", offsets[: self.n_categorical])
+        self.register_buffer("offsets", offsets[: self.n_categorical].clone())
         self.embedding = (
             nn.Embedding(sum(self.cardinalities), cat_emb_dim) if self.n_categorical else None
         )
