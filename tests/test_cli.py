@@ -454,3 +454,17 @@ def test_warnings_are_one_line(
     rc, _, err = run(capsys, "fit", tmp_path / "x.csv", "-t", "y", "-o", tmp_path / "m")
     assert rc == 1
     assert err.splitlines() == ["tabsparse: warning: careful now", "tabsparse: error: stop"]
+
+
+def test_parquet_fit_and_predict(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    make_frame().to_parquet(tmp_path / "train.parquet")
+    make_frame(n=40, seed=1).to_parquet(tmp_path / "new.parquet")
+    argv = ["fit", tmp_path / "train.parquet", "--target", "label", "--drop", "amount"]
+    rc, _, err = run(capsys, *argv, "-o", tmp_path / "m", "--param", *TINY)
+    assert rc == 0, err
+    rc, _, err = run(
+        capsys, "predict", tmp_path / "m", tmp_path / "new.parquet", "-o", tmp_path / "p.csv"
+    )
+    assert rc == 0, err
+    assert len(pd.read_csv(tmp_path / "p.csv")) == 40
