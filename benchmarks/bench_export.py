@@ -27,7 +27,6 @@ import argparse
 import datetime as _dt
 import os
 import platform
-import re
 import statistics
 import sys
 import tempfile
@@ -39,6 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from _readme import write_section
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -217,18 +217,6 @@ def render(
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, body: str) -> None:
-    """Replace (or append) the ``## Export`` section of ``path``, keeping the rest."""
-    text = path.read_text() if path.exists() else ""
-    block = f"{SECTION}\n\n{body}"
-    pattern = re.compile(rf"^{re.escape(SECTION)}[ \t]*\n.*?(?=^## |\Z)", re.M | re.S)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: block + "\n", text, count=1).rstrip("\n") + "\n"
-    else:
-        text = (text.rstrip("\n") + "\n\n" if text.strip() else "# Benchmarks\n\n") + block
-    path.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -272,7 +260,7 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(body)
     if not args.no_write:
-        write_section(args.readme, body)
+        write_section(args.readme, SECTION, body)
         print(f"wrote section {SECTION!r} of {args.readme}")
 
 
