@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterator
+import os
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 
 from tabsparse.data import EncodedTable, TableEncoder
@@ -76,6 +79,78 @@ class DiskRows:
         return [(a, min(a + block_rows, n)) for a in range(0, n, block_rows)]
 
 
+class ParquetRows:
+    """Row groups of one or more Parquet files as the blocks of a table (needs pyarrow).
+
+    Parameters
+    ----------
+    paths : sequence of paths
+        The files, read in this order; they must have the same columns.
+    columns : sequence of str, optional
+        The columns to read (default: all).
+    """
+
+    def __init__(
+        self, paths: Sequence[str | os.PathLike[str]], columns: Sequence[str] | None = None
+    ):
+        try:
+            import pyarrow.parquet as pq
+        except ImportError as exc:
+            raise ImportError(
+                "reading Parquet files needs pyarrow: pip install 'tabsparse[parquet]'"
+            ) from exc
+        if not paths:
+            raise ValueError("no Parquet files were given")
+        self.files = [pq.ParquetFile(str(p)) for p in paths]
+        names = self.files[0].schema_arrow.names
+        for path, f in zip(paths, self.files, strict=True):
+            if f.schema_arrow.names != names:
+                raise ValueError(f"{path} has columns {f.schema_arrow.names}, expected {names}")
+        self.columns = list(columns) if columns is not None else list(names)
+        missing = [c for c in self.columns if c not in names]
+        if missing:
+            raise ValueError(f"columns not in the Parquet files: {missing}")
+        self._groups: list[tuple[int, int, int, int]] = []  # (file, group, start, stop)
+        start = 0
+        for fi, f in enumerate(self.files):
+            for gi in range(f.num_row_groups):
+                stop = start + f.metadata.row_group(gi).num_rows
+                self._groups.append((fi, gi, start, stop))
+                start = stop
+        self.shape = (start, len(self.columns))
+        self.dtype = None
+
+    def __len__(self) -> int:
+        return int(self.shape[0])
+
+    def blocks(self, block_rows: int) -> list[tuple[int, int]]:
+        """One block per row group (``block_rows`` is ignored: row groups are the unit read)."""
+        return [(a, b) for _, _, a, b in self._groups if b > a]
+
+    def read(self, start: int, stop: int) -> pd.DataFrame:
+        """The row group that spans ``start:stop`` as a DataFrame."""
+        for fi, gi, a, b in self._groups:
+            if (a, b) == (start, stop):
+                table = self.files[fi].read_row_group(gi, columns=self.columns)
+                return table.to_pandas()
+        raise ValueError(f"rows {start}:{stop} are not a row group")
+
+    def read_column(self, name: str) -> np.ndarray:
+        """One whole column (for the target)."""
+        parts = [f.read(columns=[name]).column(0).to_numpy() for f in self.files]
+        return np.concatenate(parts)
+
+
+def _concat(parts: list[Any]) -> Any:
+    if isinstance(parts[0], pd.DataFrame):
+        return pd.concat(parts, ignore_index=True)
+    return np.concatenate(parts)
+
+
+def _take(block: Any, idx: np.ndarray) -> Any:
+    return block.iloc[idx].reset_index(drop=True) if isinstance(block, pd.DataFrame) else block[idx]
+
+
 @dataclass
 class ScanResult:
     """What one streaming pass gathered: fitted encoder and sampled row ids with their rows."""
@@ -88,7 +163,7 @@ class ScanResult:
 
 
 def scan(
-    rows: DiskRows,
+    rows: DiskRows | ParquetRows,
     encoder: TableEncoder,
     *,
     n_val: int,
@@ -110,9 +185,8 @@ def scan(
             encoder.partial_fit(block)
         lo, hi = np.searchsorted(chosen, [start, stop])
         if hi > lo:
-            raw_parts.append(block[chosen[lo:hi] - start])
-    raw = np.concatenate(raw_parts) if raw_parts else np.empty((0, rows.shape[1]), rows.dtype)
-    encoded = encoder.transform(raw) if len(raw) else None
+            raw_parts.append(_take(block, chosen[lo:hi] - start))
+    encoded = encoder.transform(_concat(raw_parts)) if raw_parts else None
     val_rows, sample_rows = chosen[is_val], chosen[~is_val]
     if encoded is None:
         raise ValueError("the array on disk has no rows")
@@ -145,7 +219,7 @@ class StreamingSource:
 
     def __init__(
         self,
-        rows: DiskRows,
+        rows: DiskRows | ParquetRows,
         encoder: TableEncoder,
         target: Callable[[np.ndarray], torch.Tensor],
         *,
@@ -206,9 +280,9 @@ class StreamingSource:
             spans = [self._blocks[b] for b in group]
             keep = np.concatenate([self.keep[a:b] for a, b in spans])
             ids = np.concatenate([np.arange(a, b) for a, b in spans])[keep]
-            raw = np.concatenate([self.rows.read(a, b) for a, b in spans])
+            raw = _concat([self.rows.read(a, b) for a, b in spans])
             if not keep.all():
-                raw = raw[keep]
+                raw = _take(raw, np.flatnonzero(keep))
             enc = self.encoder.transform(raw)
             del raw  # only the encoded buffer stays alive while its batches are served
             numeric = torch.from_numpy(enc.numeric).to(self._device)

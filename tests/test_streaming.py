@@ -119,3 +119,36 @@ def test_memmap_regressor_learns_and_rejects_non_numeric_arrays(tmp_path: Path) 
         np.zeros((4, 2), dtype="S3").tofile(path)
         text = np.memmap(path, dtype="S3", mode="r", shape=(4, 2))
         TabNetRegressor(max_epochs=1).fit(text, np.zeros(4))
+
+
+def test_fit_from_a_folder_of_parquet_files(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    frames = []
+    for i in range(3):
+        n = 1500
+        df = pd.DataFrame(
+            {
+                "x": rng.normal(size=n),
+                "colour": pd.Categorical(rng.choice(["red", "blue", None], n)),
+                "noise": rng.normal(size=n),
+            }
+        )
+        df["label"] = np.where(df["x"] + (df["colour"] == "red") > 0.3, "yes", "no")
+        df.to_parquet(tmp_path / f"part{i}.parquet", row_group_size=500)
+        frames.append(df)
+    clf = TabNetClassifier(max_epochs=6, early_stopping=True, random_state=0, device="cpu")
+    clf.fit(tmp_path, "label")
+    assert list(clf.feature_names_in_) == ["x", "colour", "noise"]
+    assert clf.encoder_.kinds == ["numeric", "categorical", "numeric"]
+    whole = pd.concat(frames, ignore_index=True)
+    assert clf.score(whole.drop(columns="label"), whole["label"]) > 0.8
+    files = sorted(tmp_path.glob("*.parquet"))
+    again = TabNetClassifier(max_epochs=1, random_state=0, device="cpu")
+    again.fit(
+        files,
+        whole["label"].to_numpy()[:4500],
+    )
+    assert "label" in again.feature_names_in_  # y given as an array: every column is a feature

@@ -13,6 +13,7 @@ import os
 import sys
 import warnings
 from numbers import Integral, Real
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,7 @@ from tabsparse.distributed import broadcast_int, detect
 from tabsparse.explain import Explanation
 from tabsparse.nn.network import TabNet
 from tabsparse.progress import progress_callbacks
-from tabsparse.streaming import DiskRows, StreamingSource, scan
+from tabsparse.streaming import DiskRows, ParquetRows, StreamingSource, scan
 from tabsparse.training import (
     LR_SCHEDULES,
     LossFn,
@@ -86,6 +87,33 @@ def _check_table(X: Any, *, what: str = "X") -> Any:
         allow_nd=False,
         input_name=what,
     )
+
+
+def _parquet_paths(X: Any) -> list[Path] | None:
+    """The Parquet files ``X`` names (a folder, or a list of files), or None."""
+    if isinstance(X, (str, os.PathLike)) and Path(X).is_dir():
+        return sorted(Path(X).glob("*.parquet"))
+    if (
+        isinstance(X, (list, tuple))
+        and X
+        and all(isinstance(p, (str, os.PathLike)) and str(p).endswith(".parquet") for p in X)
+    ):
+        return [Path(p) for p in X]
+    return None
+
+
+def _open_on_disk(X: Any, y: Any) -> tuple[DiskRows | ParquetRows, Any]:
+    """A memmap, or Parquet files (then ``y`` may name the target column)."""
+    if isinstance(X, np.memmap):
+        return DiskRows(X), y
+    paths = _parquet_paths(X)
+    if not paths:
+        raise ValueError(f"no .parquet files found in {X}")
+    if isinstance(y, str):
+        columns = [c for c in ParquetRows(paths[:1]).columns if c != y]
+        rows = ParquetRows(paths, columns=columns)
+        return rows, ParquetRows(paths, columns=[y]).read_column(y)
+    return ParquetRows(paths), y
 
 
 def _to_tensor(array: np.ndarray, device: torch.device) -> torch.Tensor:
@@ -234,8 +262,11 @@ class TabNetBase(BaseEstimator):
         Parameters
         ----------
         X : DataFrame or array-like of shape (n_samples, n_features)
-            Numeric, categorical, string, boolean and nullable columns; NaN allowed.
+            Numeric, categorical, string, boolean and nullable columns; NaN allowed. For data
+            larger than memory: a ``numpy.memmap``, or a folder or list of Parquet files, read
+            batch by batch (see the distributed and streaming docs).
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            With Parquet input, ``y`` may also be the name of the target column.
         sample_weight : array-like of shape (n_samples,), optional
             Weights the loss of each row.
         X_val, y_val, sample_weight_val : optional
@@ -262,8 +293,11 @@ class TabNetBase(BaseEstimator):
         ctx = detect(self.distributed, device_type=device.type)
         if ctx is not None and device.type == "cuda":
             device = torch.device("cuda", ctx.local_rank)  # one device per local rank
-        on_disk = isinstance(X, np.memmap)
-        X = DiskRows(X) if on_disk else _check_table(X)
+        on_disk = isinstance(X, np.memmap) or _parquet_paths(X) is not None
+        if on_disk:
+            X, y = _open_on_disk(X, y)
+        else:
+            X = _check_table(X)
         n_rows = len(X) if on_disk else X.shape[0]
         continuing = self.warm_start and hasattr(self, "network_")
         y_arr = self._prepare_target(y, fitting=not continuing)
@@ -321,7 +355,7 @@ class TabNetBase(BaseEstimator):
 
     def _disk_data(
         self,
-        rows: DiskRows,
+        rows: DiskRows | ParquetRows,
         y_arr: np.ndarray,
         sw: np.ndarray | None,
         rng: np.random.Generator,
@@ -332,7 +366,7 @@ class TabNetBase(BaseEstimator):
         sample_weight_val: Any,
     ) -> tuple[StreamingSource, TensorData | None, TensorData]:
         """Training rows read from disk batch by batch; statistics from one streaming pass."""
-        if rows.dtype.kind not in "biuf":
+        if rows.dtype is not None and rows.dtype.kind not in "biuf":
             raise TypeError(f"an array on disk must be numeric, got dtype {rows.dtype}")
         n = len(rows)
         split = X_val is None and self._use_early_stopping(n)
