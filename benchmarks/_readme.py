@@ -1,7 +1,9 @@
-"""Shared by the benchmark scripts: replace one ``## Section`` of benchmarks/README.md."""
+"""Shared by the benchmark scripts: the machine they ran on, and one ``## Section`` of
+benchmarks/README.md."""
 
 from __future__ import annotations
 
+import platform
 import re
 from pathlib import Path
 
@@ -16,3 +18,22 @@ def write_section(path: Path, section: str, body: str) -> None:
     else:
         text = (text.rstrip("\n") + "\n\n" if text.strip() else "# Benchmarks\n\n") + block
     path.write_text(text)
+
+
+def cpu_model() -> str:
+    """CPU model name from /proc/cpuinfo (or the platform string)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def load_average() -> float | None:
+    """One-minute load average (None where unavailable)."""
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from _readme import write_section
+from _readme import cpu_model, load_average, write_section
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -71,25 +71,6 @@ def make_target(X: pd.DataFrame) -> np.ndarray:
     """Three classes from a few columns."""
     score = X["num0"].fillna(0) + 0.3 * X["num3"].fillna(0) + (X["cat0"] == "c0_1")
     return np.digitize(score, np.nanquantile(score, [1 / 3, 2 / 3]))
-
-
-def cpu_model() -> str:
-    """CPU model name from /proc/cpuinfo (or the platform string)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def load_average() -> float | None:
-    """One-minute load average (None where unavailable)."""
-    try:
-        return float(Path("/proc/loadavg").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def versions() -> str:

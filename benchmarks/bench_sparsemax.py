@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from _readme import write_section
+from _readme import cpu_model, load_average, write_section
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -98,25 +98,6 @@ def bench_shape(
             for mode, g in modes.items():
                 samples[(name, mode)].append(time_once(fn, x, g))
     return {key: 1e3 * statistics.median(vals) for key, vals in samples.items()}
-
-
-def cpu_model() -> str:
-    """CPU model name from /proc/cpuinfo (or the platform string)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def load_average() -> float | None:
-    """One-minute load average (None where unavailable)."""
-    try:
-        return float(Path("/proc/loadavg").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def machine_line(device: torch.device, threads: int) -> str:

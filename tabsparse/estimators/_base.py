@@ -282,7 +282,6 @@ class TabNetBase(BaseEstimator):
         self
         """
         self._validate_params()
-        self._check_extra_params()
         if y is None:
             raise ValueError(
                 f"{type(self).__name__} requires y to be passed, but the target y is None."
@@ -481,10 +480,6 @@ class TabNetBase(BaseEstimator):
         skip = {"callbacks", "checkpoint_dir", "checkpoint_every", "verbose"}
         params = {k: repr(v) for k, v in self.get_params().items() if k not in skip}
         return {"estimator": type(self).__name__, "n_train": n_train, "seed": seed, **params}
-
-    def _check_extra_params(self) -> None:
-        if self.device != "auto":
-            resolve_device(self.device)
 
     def _seed(self) -> int:
         if self.random_state is None:
