@@ -5,7 +5,7 @@ The pure-torch core (:mod:`tabsparse.sparsemax`, :mod:`tabsparse.losses`, :mod:`
 :mod:`tabsparse.estimators` are the thin scikit-learn layer on top.
 """
 
-from tabsparse.estimators import TabNetClassifier, TabNetRegressor
+from tabsparse.estimators import TabNetClassifier, TabNetPretrainer, TabNetRegressor
 from tabsparse.explain import Explanation
 from tabsparse.io import ModelFileError, load, save
 from tabsparse.losses import SparsemaxLoss, sparsemax_loss
@@ -20,6 +20,7 @@ __all__ = [
     "Sparsemax",
     "SparsemaxLoss",
     "TabNetClassifier",
+    "TabNetPretrainer",
     "TabNetRegressor",
     "__version__",
     "entmax15",

@@ -36,7 +36,7 @@ import torch
 from sklearn.utils.validation import check_is_fitted
 
 from tabsparse.data import TableEncoder
-from tabsparse.estimators import TabNetClassifier, TabNetRegressor
+from tabsparse.estimators import TabNetClassifier, TabNetPretrainer, TabNetRegressor
 from tabsparse.estimators._base import TabNetBase, resolve_device
 from tabsparse.nn.network import column_groups
 
@@ -256,6 +256,7 @@ def _check_regressor(est: Any) -> None:
 
 
 register_estimator(TabNetClassifier, attributes=("classes_",), check=_check_classifier)
+register_estimator(TabNetPretrainer, attributes=(), check=lambda est: None)
 register_estimator(
     TabNetRegressor,
     attributes=("n_outputs_", "target_mean_", "target_scale_", "_y_ndim"),
@@ -834,11 +835,12 @@ def _network_size_estimate(est: Any) -> int:
 
     :func:`load` compares this with the tensors in the file before building the network, so
     that edited parameters (``n_d=10**9``) cannot make it allocate far more memory than the
-    file holds. It mirrors the architecture of :class:`tabsparse.nn.TabNet`.
+    file holds. It mirrors the architecture of :class:`tabsparse.nn.TabNet` (of
+    :class:`tabsparse.nn.decoder.PretrainingNetwork` for a pretrainer).
 
     Parameters
     ----------
-    est : TabNetClassifier or TabNetRegressor
+    est : TabNetClassifier, TabNetRegressor or TabNetPretrainer
         With parameters, ``encoder_`` and the target attributes set.
 
     Returns
@@ -860,7 +862,6 @@ def _network_size_estimate(est: Any) -> int:
     transformer = indep + (est.n_shared + est.n_independent) * glu_bn
     attention = n_groups * est.n_a + 4 * n_groups + 1
     inputs = 3 * n_num + n_cat + sum(enc.cardinalities) * est.cat_emb_dim
-    n_out = est._n_outputs()
     return int(
         shared
         + (est.n_steps + 1) * transformer
@@ -868,8 +869,20 @@ def _network_size_estimate(est: Any) -> int:
         + inputs
         + 2 * enc.n_features
         + input_dim
-        + n_out * (est.n_d + 1)
+        + _after_encoder_size(est)
     )
+
+
+def _after_encoder_size(est: Any) -> int:
+    """Values of what follows the encoder: the linear head, or a pretrainer's decoder."""
+    n_out = est._n_outputs()
+    if not isinstance(est, TabNetPretrainer):
+        return int(n_out * (est.n_d + 1))
+    n_d, n_sh, n_ind = est.n_d, est.n_shared_decoder, est.n_indep_decoder
+    glu_bn = 4 * 2 * n_d + 1
+    shared = 2 * n_d * n_d * n_sh
+    transformer = 2 * n_d * n_d * n_ind + (n_sh + n_ind) * glu_bn
+    return int(shared + est.n_steps * transformer + n_out * (est.n_steps * n_d + 1))
 
 
 def _check_network_size(est: Any, entries: list[_TensorEntry]) -> None:

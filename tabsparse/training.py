@@ -240,6 +240,10 @@ class Trainer:
     callbacks : sequence of Callback
     dist : DistContext, optional
         Train one model across the ranks of a process group (see :mod:`tabsparse.distributed`).
+    transform_batch : callable, optional
+        ``(batch, generator) -> batch`` applied to every training batch before the forward pass,
+        drawing any randomness from the trainer's generator (so a fit stays reproducible and
+        resumable); self-supervised pretraining masks cells and builds its targets here.
     """
 
     network: nn.Module
@@ -252,6 +256,7 @@ class Trainer:
     best_iteration: int | None = None
     stop: bool = False
     interrupted: bool = False
+    transform_batch: Callable[[TensorData, torch.Generator], TensorData] | None = None
 
     def _optimizer(self) -> torch.optim.Optimizer:
         cfg = self.config
@@ -326,6 +331,8 @@ class Trainer:
                 tic = time.perf_counter()
                 total = torch.zeros((), device=device)
                 for batch, global_rows in train.iter_batches(cfg.batch_size, self._generator, ctx):
+                    if self.transform_batch is not None:
+                        batch = self.transform_batch(batch, self._generator)
                     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.amp):
                         out = model(batch.numeric, batch.codes)
                         per_row = self.loss_fn(out.logits.float(), batch.target)  # type: ignore[arg-type]

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from sklearn.exceptions import NotFittedError
 
 import tabsparse.io
-from tabsparse import TabNetClassifier, TabNetRegressor
+from tabsparse import TabNetClassifier, TabNetPretrainer, TabNetRegressor
 from tabsparse.io import (
     JSON_MEMBER,
     ModelFileError,
@@ -861,3 +861,43 @@ def test_size_estimate_matches_the_network(kwargs: dict[str, Any], models: dict[
     network = est._build_network(0)
     unique = {t.untyped_storage().data_ptr(): t.numel() for t in network.state_dict().values()}
     assert _network_size_estimate(est) == sum(unique.values())
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"n_shared_decoder": 0, "n_indep_decoder": 2},
+        {"n_shared_decoder": 2, "n_indep_decoder": 0, "n_steps": 4, "n_shared": 0},
+        {"cat_emb_dim": 3, "grouped_features": [["num", "count"], ["city"]], "n_d": 24},
+    ],
+)
+def test_size_estimate_matches_the_pretraining_network(
+    kwargs: dict[str, Any], models: dict[str, Any]
+) -> None:
+    est = TabNetPretrainer(**kwargs)
+    est.encoder_ = models["binary_str"].encoder_
+    network = est._build_network(0)
+    unique = {t.untyped_storage().data_ptr(): t.numel() for t in network.state_dict().values()}
+    assert _network_size_estimate(est) == sum(unique.values())
+
+
+def test_pretrainer_round_trips(X: pd.DataFrame, tmp_path: Path) -> None:
+    pre = TabNetPretrainer(**TINY, n_shared_decoder=2, cat_emb_dim=2).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every attribute is known to the file format
+        save(pre, tmp_path / "pre.tabsparse")
+    loaded = load(tmp_path / "pre.tabsparse")
+    assert type(loaded) is TabNetPretrainer and loaded.get_params() == pre.get_params()
+    np.testing.assert_array_equal(loaded.transform(X), pre.transform(X))
+    np.testing.assert_array_equal(loaded.feature_importances_, pre.feature_importances_)
+    doc = json.loads(zipfile.ZipFile(tmp_path / "pre.tabsparse").read(JSON_MEMBER))
+    doc["params"]["n_indep_decoder"] = 10**6  # an edited file cannot make load allocate more
+    with zipfile.ZipFile(tmp_path / "pre.tabsparse") as src:
+        members = {i.filename: src.read(i) for i in src.infolist()}
+    members[JSON_MEMBER] = json.dumps(doc).encode()
+    with zipfile.ZipFile(tmp_path / "edited.tabsparse", "w") as dst:
+        for name, data in members.items():
+            dst.writestr(name, data)
+    with pytest.raises(ModelFileError, match="imply a network"):
+        load(tmp_path / "edited.tabsparse")

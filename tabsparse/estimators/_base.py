@@ -22,7 +22,7 @@ import torch
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from tabsparse._compat import Interval, StrOptions, _check_sample_weight
+from tabsparse._compat import HasMethods, Interval, StrOptions, _check_sample_weight
 from tabsparse.data import EncodedTable, TableEncoder
 from tabsparse.distributed import broadcast_int, detect
 from tabsparse.explain import Explanation
@@ -157,6 +157,7 @@ class TabNetBase(BaseEstimator):
         "checkpoint_dir": [str, os.PathLike, None],
         "checkpoint_every": [Interval(Integral, 1, None, closed="left")],
         "distributed": [StrOptions({"auto"}), "boolean"],
+        "pretrained": [HasMethods(["fit", "transform"]), None],  # a fitted TabNetPretrainer
     }
 
     def __init__(
@@ -193,6 +194,7 @@ class TabNetBase(BaseEstimator):
         checkpoint_dir: str | os.PathLike[str] | None = None,
         checkpoint_every: int = 1,
         distributed: str | bool = "auto",
+        pretrained: Any = None,
     ) -> None:
         self.n_d = n_d
         self.n_a = n_a
@@ -225,6 +227,7 @@ class TabNetBase(BaseEstimator):
         self.checkpoint_dir = checkpoint_dir
         self.checkpoint_every = checkpoint_every
         self.distributed = distributed
+        self.pretrained = pretrained
 
     # ---- hooks the subclasses implement -------------------------------------------------------
     def _prepare_target(self, y: Any, *, fitting: bool) -> np.ndarray:
@@ -299,6 +302,12 @@ class TabNetBase(BaseEstimator):
             X = _check_table(X)
         n_rows = len(X) if on_disk else X.shape[0]
         continuing = self.warm_start and hasattr(self, "network_")
+        pretrained = None
+        if self.pretrained is not None and not continuing:
+            from tabsparse.estimators.pretrainer import adopt_pretrained  # import cycle
+
+            pretrained = adopt_pretrained(self, X)  # sets encoder_ to the pretrainer's schema
+        reuse_encoder = continuing or pretrained is not None
         y_arr = self._prepare_target(y, fitting=not continuing)
         if len(y_arr) != n_rows:
             raise ValueError(
@@ -312,16 +321,20 @@ class TabNetBase(BaseEstimator):
         train: TensorData | StreamingSource
         if on_disk:
             train, val, sample = self._disk_data(
-                X, y_arr, sw, rng, device, continuing, X_val, y_val, sample_weight_val
+                X, y_arr, sw, rng, device, reuse_encoder, X_val, y_val, sample_weight_val
             )
         else:
             train, val = self._memory_data(
-                X, y_arr, sw, rng, device, continuing, X_val, y_val, sample_weight_val
+                X, y_arr, sw, rng, device, reuse_encoder, X_val, y_val, sample_weight_val
             )
             sample = train
         if not continuing:
             self.network_ = self._build_network(seed).to(device)
             self.history_: list[dict[str, float]] = []
+            if pretrained is not None:
+                from tabsparse.estimators.pretrainer import load_pretrained_weights
+
+                load_pretrained_weights(self.network_, pretrained)
         self.network_.to(device)
         self.device_ = device
         trainer = self._trainer(train, seed, device, ctx)
@@ -579,31 +592,34 @@ class TabNetBase(BaseEstimator):
         )
 
     def _build_network(self, seed: int) -> TabNet:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return TabNet(**self._network_kwargs(), n_outputs=self._n_outputs())
+
+    def _network_kwargs(self) -> dict[str, Any]:
+        """Inputs and encoder arguments (shared with the pretraining network)."""
         enc = self.encoder_
         grouped = self.grouped_features
         if grouped is not None:
             grouped = [[self._column_index(c) for c in group] for group in grouped]
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            return TabNet(
-                numeric_columns=enc.numeric_columns,
-                categorical_columns=enc.categorical_columns,
-                numeric_mean=[float(v) for v in enc.numeric_mean],
-                numeric_std=[float(v) for v in enc.numeric_std],
-                cardinalities=enc.cardinalities,
-                n_outputs=self._n_outputs(),
-                cat_emb_dim=self.cat_emb_dim,
-                grouped_features=grouped,
-                n_d=self.n_d,
-                n_a=self.n_a,
-                n_steps=self.n_steps,
-                gamma=self.gamma,
-                n_independent=self.n_independent,
-                n_shared=self.n_shared,
-                mask_type=self.mask_type,
-                virtual_batch_size=self.virtual_batch_size,
-                momentum=self.momentum,
-            )
+        return {
+            "numeric_columns": enc.numeric_columns,
+            "categorical_columns": enc.categorical_columns,
+            "numeric_mean": [float(v) for v in enc.numeric_mean],
+            "numeric_std": [float(v) for v in enc.numeric_std],
+            "cardinalities": enc.cardinalities,
+            "cat_emb_dim": self.cat_emb_dim,
+            "grouped_features": grouped,
+            "n_d": self.n_d,
+            "n_a": self.n_a,
+            "n_steps": self.n_steps,
+            "gamma": self.gamma,
+            "n_independent": self.n_independent,
+            "n_shared": self.n_shared,
+            "mask_type": self.mask_type,
+            "virtual_batch_size": self.virtual_batch_size,
+            "momentum": self.momentum,
+        }
 
     def _column_index(self, column: Any) -> int:
         names = self.encoder_.feature_names
@@ -652,6 +668,15 @@ class TabNetBase(BaseEstimator):
             importances = net.importances(out.masks, out.step_importance)
             masks = net.column_masks(out.masks)
         return importances.cpu().numpy(), masks.cpu().numpy()
+
+    def __sklearn_clone__(self) -> Any:
+        """Clone as scikit-learn does, but pass a ``pretrained`` pretrainer on as it is: a clone
+        of it would be unfitted, and fit only reads it."""
+        if getattr(self, "pretrained", None) is None:
+            return super().__sklearn_clone__()
+        from tabsparse.estimators.pretrainer import clone_keeping_pretrained
+
+        return clone_keeping_pretrained(self)
 
     # ---- public methods after fit --------------------------------------------------------------
     def __sklearn_is_fitted__(self) -> bool:

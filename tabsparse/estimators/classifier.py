@@ -83,6 +83,14 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         "auto": inside a torchrun launch (or an initialised process group) train one model
         across all ranks — gloo on CPU, nccl on CUDA, one device per local rank — with
         ``batch_size`` the global batch; a single process otherwise. False: never.
+    pretrained : TabNetPretrainer, optional
+        A fitted :class:`tabsparse.TabNetPretrainer`: at fit (unless warm-starting) the column
+        schema (``encoder_``: columns, kinds, vocabularies, statistics) is the pretrainer's and
+        the input-layer and encoder weights start from its weights; the head starts fresh. The
+        architecture parameters (``n_d``, ``n_a``, ``n_steps``, ``n_independent``,
+        ``n_shared``, ``cat_emb_dim``, ``grouped_features``) must equal the pretrainer's
+        (``ValueError`` names the ones that differ) and ``categorical_features`` is not used.
+        The pretrainer is only read; ``clone`` passes it on as it is.
 
     Attributes
     ----------
@@ -152,6 +160,7 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         checkpoint_dir: str | os.PathLike[str] | None = None,
         checkpoint_every: int = 1,
         distributed: str | bool = "auto",
+        pretrained: Any = None,
     ) -> None:
         super().__init__(
             n_d=n_d,
@@ -185,6 +194,7 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
             checkpoint_dir=checkpoint_dir,
             checkpoint_every=checkpoint_every,
             distributed=distributed,
+            pretrained=pretrained,
         )
         self.class_weight = class_weight
 

@@ -23,12 +23,15 @@ class EncoderOutput(NamedTuple):
     masks : (n_steps, n, n_groups) — the attention masks (rows sum to one).
     sparsity_loss : scalar — mean over steps and rows of the mask entropy.
     step_importance : (n_steps, n) — sum of each step's decision output (the paper's eta).
+    decisions : (n_steps, n, n_d) — each step's ReLU'd decision output, only when the encoder is
+        called with ``keep_decisions=True`` (the pretraining decoder reads them); else None.
     """
 
     output: torch.Tensor
     masks: torch.Tensor
     sparsity_loss: torch.Tensor
     step_importance: torch.Tensor
+    decisions: torch.Tensor | None = None
 
 
 class TabNetEncoder(nn.Module):
@@ -132,12 +135,13 @@ class TabNetEncoder(nn.Module):
             for _ in range(n_steps)
         )
 
-    def forward(self, x: torch.Tensor) -> EncoderOutput:
+    def forward(self, x: torch.Tensor, *, keep_decisions: bool = False) -> EncoderOutput:
         att = self.initial(x)[:, self.n_d :]
         prior = torch.ones(x.shape[0], self.n_groups, dtype=x.dtype, device=x.device)
         output = torch.zeros(x.shape[0], self.n_d, dtype=x.dtype, device=x.device)
         masks = []
         importance = []
+        decisions: list[torch.Tensor] = []
         entropy = x.new_zeros(())
         for transformer, attentive in zip(self.steps, self.attention, strict=True):
             mask = attentive(att, prior)
@@ -148,10 +152,13 @@ class TabNetEncoder(nn.Module):
             decision = torch.relu(out[:, : self.n_d])
             output = output + decision
             importance.append(decision.sum(dim=1))
+            if keep_decisions:
+                decisions.append(decision)
             att = out[:, self.n_d :]
         return EncoderOutput(
             output=output,
             masks=torch.stack(masks),
             sparsity_loss=entropy / self.n_steps,
             step_importance=torch.stack(importance),
+            decisions=torch.stack(decisions) if keep_decisions else None,
         )
