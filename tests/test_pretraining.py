@@ -355,6 +355,10 @@ def test_transform(pre: TabNetPretrainer, X: pd.DataFrame) -> None:
     np.testing.assert_array_equal(Z[:7], pre.transform(X.iloc[:7]))
     np.testing.assert_array_equal(TabNetPretrainer(**TINY).fit_transform(X), Z)
     assert pre.get_feature_names_out().tolist() == ["tabnet0", "tabnet1", "tabnet2", "tabnet3"]
+    explanation = pre.explain(X.iloc[:5])  # the encoder's attention, as for the estimators
+    assert explanation.importances.shape == (5, X.shape[1])
+    np.testing.assert_allclose(explanation.importances.sum(axis=1), 1.0, rtol=1e-5)
+    assert pre.feature_importances_.shape == (X.shape[1],)
     with pytest.raises(NotFittedError):
         TabNetPretrainer().transform(X)
     with pytest.raises(TypeError, match="cannot be exported"):

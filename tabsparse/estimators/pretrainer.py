@@ -103,7 +103,9 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
     >>> pre = TabNetPretrainer(n_d=8, n_a=8, max_epochs=3, random_state=0).fit(X)
     >>> pre.transform(X.iloc[:4]).shape
     (4, 8)
-    >>> clf = TabNetClassifier(n_d=8, n_a=8, pretrained=pre, max_epochs=3, random_state=0)
+    >>> from tabsparse import TabNetRegressor
+    >>> _, y = load_diabetes(return_X_y=True)
+    >>> reg = TabNetRegressor(n_d=8, n_a=8, pretrained=pre, max_epochs=3, random_state=0).fit(X, y)
     """
 
     network_: PretrainingNetwork  # type: ignore[assignment]
