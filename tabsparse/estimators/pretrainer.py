@@ -64,13 +64,6 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
     split of ``X``, or ``X_val``) is masked once with a mask drawn from the seed, so
     ``val_loss`` is comparable across epochs.
 
-    Parameters
-    ----------
-    pretraining_ratio : float, default=0.2
-        Probability that a cell is masked (the paper's p_s).
-    n_shared_decoder, n_indep_decoder : int, default=1
-        Shared and step-specific GLU layers of the decoder's feature transformers.
-
     The other parameters (``n_d``, ``n_a``, ``n_steps``, ``gamma``, ``n_independent``,
     ``n_shared``, ``momentum``, ``mask_type``, ``lambda_sparse``, ``virtual_batch_size``,
     ``batch_size``, ``max_epochs``, ``learning_rate``, ``weight_decay``, ``lr_schedule``,
@@ -79,6 +72,13 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
     ``random_state``, ``verbose``, ``warm_start``, ``callbacks``, ``checkpoint_dir``,
     ``checkpoint_every``) are those of :class:`tabsparse.TabNetClassifier`; early stopping
     watches the validation loss.
+
+    Parameters
+    ----------
+    pretraining_ratio : float, default=0.2
+        Probability that a cell is masked (the paper's p_s).
+    n_shared_decoder, n_indep_decoder : int, default=1
+        Shared and step-specific GLU layers of the decoder's feature transformers.
 
     Attributes
     ----------
