@@ -309,6 +309,14 @@ def _check_estimator(estimator: Any) -> str:
             f"{type(estimator).__name__}"
         )
     check_is_fitted(estimator)
+    kind = getattr(estimator, "_target_kind", "single")
+    if task == "classification" and kind != "single":
+        what = "multi-task" if kind == "multitask" else "multi-label"
+        raise NotImplementedError(
+            f"export supports single-output models only; this classifier was fitted on a {what} "
+            "target (its outputs, sliced per task or with a sparsemax over labels, have no "
+            "serving spec yet). Use tabsparse.save / tabsparse.load, or predict in Python."
+        )
     return task
 
 

@@ -143,11 +143,15 @@ class EstimatorSpec:
         ``check(estimator)`` validates those attributes once they are set on a fresh estimator
         (together with its ``encoder_``), raising ``ValueError`` or ``TypeError`` when they are
         inconsistent.
+    optional : tuple of str
+        Those of ``attributes`` that a fitted estimator may lack (saved when present; a file
+        without them, such as one written before they existed, loads without them).
     """
 
     cls: type[TabNetBase]
     attributes: tuple[str, ...]
     check: Callable[[TabNetBase], None]
+    optional: tuple[str, ...] = ()
 
 
 ESTIMATORS: dict[str, EstimatorSpec] = {}
@@ -165,7 +169,11 @@ _OPTIONAL_ATTRIBUTES = frozenset({"feature_names_in_"})
 
 
 def register_estimator(
-    cls: type[TabNetBase], *, attributes: Iterable[str], check: Callable[[TabNetBase], None]
+    cls: type[TabNetBase],
+    *,
+    attributes: Iterable[str],
+    check: Callable[[TabNetBase], None],
+    optional: Iterable[str] = (),
 ) -> None:
     """Allow :func:`save` and :func:`load` to handle another estimator class.
 
@@ -178,6 +186,8 @@ def register_estimator(
         Its own fitted attributes (beyond the common ones), see :class:`EstimatorSpec`.
     check : callable
         Validates those attributes after loading, see :class:`EstimatorSpec`.
+    optional : iterable of str
+        Those of ``attributes`` that may be absent, see :class:`EstimatorSpec`.
     """
     if not (isinstance(cls, type) and issubclass(cls, TabNetBase)):
         raise TypeError(f"{cls!r} is not a TabNetBase subclass")
@@ -185,7 +195,9 @@ def register_estimator(
     known = ESTIMATORS.get(name)
     if known is not None and known.cls is not cls:
         raise ValueError(f"another class named {name!r} is already registered")
-    ESTIMATORS[name] = EstimatorSpec(cls=cls, attributes=tuple(attributes), check=check)
+    ESTIMATORS[name] = EstimatorSpec(
+        cls=cls, attributes=tuple(attributes), check=check, optional=tuple(optional)
+    )
 
 
 def _is_int(v: object) -> bool:
@@ -227,14 +239,46 @@ def _check_common(est: Any) -> None:
         raise ValueError(f"best_iteration_={est.best_iteration_!r} must be an integer or None")
 
 
-def _check_classifier(est: Any) -> None:
-    classes = est.classes_
+def _check_labels(classes: Any, what: str) -> None:
     if not isinstance(classes, np.ndarray) or classes.ndim != 1 or len(classes) < 2:
-        raise ValueError("classes_ must be a 1-D array of at least 2 labels")
+        raise ValueError(f"{what} must be a 1-D array of at least 2 labels")
     if classes.dtype.kind not in "biufUO":
-        raise ValueError(f"classes_ has unsupported dtype {classes.dtype}")
+        raise ValueError(f"{what} has unsupported dtype {classes.dtype}")
     if len(np.unique(classes)) != len(classes):
-        raise ValueError("classes_ contains duplicates")
+        raise ValueError(f"{what} contains duplicates")
+
+
+def _check_classifier(est: Any) -> None:
+    """Single-output (files from before multi-output support have only ``classes_``),
+    multi-label or multi-task; see ``tabsparse/estimators/_multioutput.py``."""
+    from tabsparse.estimators import _multioutput as mo
+
+    kind = est._target_kind  # the class default ("single") when the file has none
+    if kind not in mo.KINDS:
+        raise ValueError(f"_target_kind={kind!r} must be one of {list(mo.KINDS)}")
+    n = getattr(est, "n_outputs_", 1)
+    if not _is_int(n) or n < 1 or (n == 1) != (kind == mo.SINGLE):
+        raise ValueError(f"n_outputs_={n!r} does not fit a {kind} target")
+    if kind in mo.MULTILABEL:
+        classes = est.classes_
+        if not isinstance(classes, np.ndarray) or classes.tolist() != list(range(n)):
+            raise ValueError(f"classes_ of a multi-label model must be arange({n})")
+        fitted = "sparsemax" if kind == mo.MULTILABEL_SPARSEMAX else "bce"
+        if est.multilabel_loss != fitted:
+            raise ValueError(f"multilabel_loss={est.multilabel_loss!r} disagrees with {kind}")
+    if kind == mo.MULTILABEL_SPARSEMAX:
+        m = getattr(est, "mean_label_count_", None)
+        if not isinstance(m, float) or not 1.0 <= m <= n + 1:
+            raise ValueError(f"mean_label_count_={m!r} must be a float in [1, {n + 1}]")
+    elif hasattr(est, "mean_label_count_"):
+        raise ValueError("mean_label_count_ belongs to sparsemax multi-label models only")
+    if kind == mo.MULTITASK:
+        if not isinstance(est.classes_, list) or len(est.classes_) != n:
+            raise ValueError(f"classes_ of a multi-task model must be a list of {n} arrays")
+        for j, classes in enumerate(est.classes_):
+            _check_labels(classes, f"classes_[{j}]")
+    elif kind == mo.SINGLE:
+        _check_labels(est.classes_, "classes_")
 
 
 def _check_regressor(est: Any) -> None:
@@ -255,7 +299,12 @@ def _check_regressor(est: Any) -> None:
         raise ValueError("_y_ndim=1 needs n_outputs_=1")
 
 
-register_estimator(TabNetClassifier, attributes=("classes_",), check=_check_classifier)
+register_estimator(
+    TabNetClassifier,
+    attributes=("classes_", "n_outputs_", "_target_kind", "mean_label_count_"),
+    check=_check_classifier,
+    optional=("n_outputs_", "_target_kind", "mean_label_count_"),
+)
 register_estimator(TabNetPretrainer, attributes=(), check=lambda est: None)
 register_estimator(
     TabNetRegressor,
@@ -490,12 +539,12 @@ def _document(estimator: TabNetBase, spec: EstimatorSpec) -> tuple[dict[str, Any
             param_notes[name] = f"not stored ({exc} is not JSON data); loads as the default"
     attributes: dict[str, Any] = {}
     for name in (*_COMMON_ATTRIBUTES, *spec.attributes):
-        if hasattr(estimator, name):
+        if name in vars(estimator) or (hasattr(estimator, name) and name not in spec.optional):
             try:
                 attributes[name] = _encode(getattr(estimator, name))
             except _NotStorable as exc:
                 raise ValueError(f"cannot save fitted attribute {name}: {exc}") from exc
-        elif name not in _OPTIONAL_ATTRIBUTES:
+        elif name not in _OPTIONAL_ATTRIBUTES and name not in spec.optional:
             raise ValueError(f"cannot save: the fitted attribute {name} is missing")
     notes = []
     for name in sorted(vars(estimator)):
@@ -815,7 +864,8 @@ def _build_estimator(doc: dict[str, Any], spec: EstimatorSpec) -> Any:
         _bad(f"bad encoder state: {exc}")
     attrs = doc["attributes"]
     names = (*_COMMON_ATTRIBUTES, *spec.attributes)
-    missing = [n for n in names if n not in attrs and n not in _OPTIONAL_ATTRIBUTES]
+    optional = _OPTIONAL_ATTRIBUTES | set(spec.optional)
+    missing = [n for n in names if n not in attrs and n not in optional]
     extra = sorted(set(attrs) - set(names))
     if missing or extra:
         _bad(f"fitted attributes: missing {missing}, unexpected {extra}")

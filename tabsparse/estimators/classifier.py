@@ -1,4 +1,4 @@
-"""TabNetClassifier: binary and multi-class classification."""
+"""TabNetClassifier: binary, multi-class, multi-label and multi-task classification."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from sklearn.base import ClassifierMixin
 from sklearn.utils import column_or_1d
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_array
+from sklearn.utils.validation import check_array, check_is_fitted
 
 from tabsparse._compat import StrOptions
+from tabsparse.estimators import _multioutput as mo
 from tabsparse.estimators._base import TabNetBase
 from tabsparse.training import LossFn
 
@@ -63,8 +64,18 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         Embedding width of each categorical column.
     grouped_features : list of lists of column names or indices, optional
         Columns that attention selects together.
-    class_weight : dict, "balanced" or None
-        Weights classes in the loss (multiplied with ``sample_weight``).
+    class_weight : dict, list of dicts, "balanced" or None
+        Weights classes in the loss (multiplied with ``sample_weight``). For a multi-task ``y``:
+        "balanced" or one dict per column, and a row's weight is the product over the columns
+        (as :func:`sklearn.utils.class_weight.compute_sample_weight`). Not available for a
+        multi-label ``y`` (``ValueError``): use ``sample_weight``.
+    multilabel_loss : {"sparsemax", "bce"}, default="sparsemax"
+        The loss when ``y`` is a multi-label indicator matrix. "sparsemax": the sparsemax loss
+        of Martins & Astudillo (2016) with a sparsemax output; ``predict_proba`` gives sparse
+        per-label probabilities with exact zeros: the sparsemax output times the mean number
+        of labels of a training row (``mean_label_count_``). "bce": independent sigmoids with
+        the binary cross-entropy. Either way ``predict`` keeps the labels with a probability of
+        at least 0.5. See the user guide, "Multi-label and multi-task".
     device : "auto", "cpu", "cuda" or "cuda:N", default="auto"
     random_state : int, RandomState or None
         Makes training reproducible on CPU without touching global RNG state.
@@ -94,7 +105,16 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
 
     Attributes
     ----------
-    classes_ : ndarray
+    classes_ : ndarray or list of ndarray
+        The class labels; ``np.arange(n_labels)`` for a multi-label ``y`` (as
+        :class:`~sklearn.neural_network.MLPClassifier`); one array per column for a multi-task
+        ``y`` (as :class:`~sklearn.multioutput.MultiOutputClassifier`).
+    n_outputs_ : int
+        1, the number of labels (multi-label) or the number of tasks (multi-task).
+    mean_label_count_ : float
+        Multi-label with ``multilabel_loss="sparsemax"`` only: the mean number of labels of a
+        training row (a row without labels counts 1), which scales sparsemax scores into
+        per-label probabilities.
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only when ``X`` was a DataFrame with string column names.
@@ -122,8 +142,15 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
 
     _parameter_constraints = {
         **TabNetBase._parameter_constraints,
-        "class_weight": [dict, StrOptions({"balanced"}), None],
+        "class_weight": [dict, list, StrOptions({"balanced"}), None],
+        "multilabel_loss": [StrOptions({"sparsemax", "bce"})],
     }
+
+    # The kind of target of the last fit (see ``_multioutput``); a class attribute so that
+    # estimators restored from files written before multi-output support are single-output.
+    _target_kind: str = mo.SINGLE
+    n_outputs_: int
+    classes_: Any  # ndarray, or a list of ndarrays for a multi-task target
 
     def __init__(
         self,
@@ -151,7 +178,8 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         categorical_features: Any = "from_dtype",
         cat_emb_dim: int = 1,
         grouped_features: list[list[int]] | None = None,
-        class_weight: dict[Any, float] | str | None = None,
+        class_weight: dict[Any, float] | list[dict[Any, float]] | str | None = None,
+        multilabel_loss: str = "sparsemax",
         device: str = "auto",
         random_state: int | np.random.RandomState | None = None,
         verbose: int = 0,
@@ -197,6 +225,7 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
             pretrained=pretrained,
         )
         self.class_weight = class_weight
+        self.multilabel_loss = multilabel_loss
 
     def fit(
         self,
@@ -209,9 +238,21 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         sample_weight_val: Any = None,
         resume_from: str | os.PathLike[str] | None = None,
     ) -> TabNetClassifier:
-        """Fit the classifier; see :meth:`TabNetBase.fit`."""
+        """Fit the classifier; see :meth:`TabNetBase.fit`.
+
+        ``y`` is one column of class labels, a multi-label indicator matrix
+        ``(n_samples, n_labels)`` of 0 / 1, or a 2-D array / DataFrame of class labels with one
+        column per task (multi-task); ``y_val`` must have the same columns.
+        """
+        if y is not None and y_val is not None:
+            n_y, n_val = mo.n_columns(y), mo.n_columns(y_val)
+            if n_y is not None and n_val is not None and n_y != n_val:
+                raise ValueError(
+                    f"y_val has {n_val} column(s) but y has {n_y}; they must describe the same "
+                    "target"
+                )
         if self.class_weight is not None and y is not None:
-            y_check = self._labels_1d(y)
+            y_check = self._class_weight_target(y)
             cw = compute_sample_weight(self.class_weight, y_check)
             if sample_weight is not None:
                 base = np.asarray(sample_weight, dtype=np.float64)
@@ -236,7 +277,35 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         y = check_array(y, ensure_2d=False, dtype=None, ensure_all_finite=True, input_name="y")
         return column_or_1d(y, warn=True)
 
+    def _class_weight_target(self, y: Any) -> np.ndarray:
+        """The labels ``compute_sample_weight`` weighs: 1-D, or one column per task."""
+        if not mo.is_multi_column(y):
+            return self._labels_1d(y)
+        columns = mo.label_columns(y)
+        if mo.infer_kind(columns, self.multilabel_loss) in mo.MULTILABEL:
+            raise ValueError(
+                "class_weight is not supported for a multi-label y (an indicator matrix); "
+                "weight rows with sample_weight instead"
+            )
+        labels = np.empty((len(columns[0]), len(columns)), dtype=object)
+        for j, col in enumerate(columns):
+            labels[:, j] = col
+        return labels
+
     def _prepare_target(self, y: Any, *, fitting: bool) -> np.ndarray:
+        if fitting:
+            kind = mo.SINGLE
+            if mo.is_multi_column(y):
+                kind = mo.infer_kind(mo.label_columns(y), self.multilabel_loss)
+        else:
+            kind = self._target_kind
+            if kind == mo.SINGLE and mo.is_multi_column(y):
+                raise ValueError(
+                    f"y has {mo.n_columns(y)} columns, but the classifier was fitted on "
+                    f"{mo.describe(kind)}"
+                )
+        if kind != mo.SINGLE:
+            return self._prepare_multi_target(y, kind, fitting=fitting)
         y = self._labels_1d(y)
         check_classification_targets(y)
         if fitting:
@@ -247,6 +316,9 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
                     f"got only one class: {classes.tolist()[0]!r}"
                 )
             self.classes_ = classes
+            self.n_outputs_ = 1
+            self._target_kind = mo.SINGLE
+            self.__dict__.pop("mean_label_count_", None)
         codes = np.searchsorted(self.classes_, y)
         codes = np.clip(codes, 0, len(self.classes_) - 1)
         unseen = self.classes_[codes] != y
@@ -258,38 +330,127 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
             )
         return codes.astype(np.int64)
 
+    def _prepare_multi_target(self, y: Any, kind: str, *, fitting: bool) -> np.ndarray:
+        """Indicator matrix (multi-label, float32) or per-task codes (multi-task, int64)."""
+        if not mo.is_multi_column(y):
+            raise ValueError(
+                f"y has {mo.n_columns(y)} column(s), but the classifier was fitted on "
+                f"{mo.describe(kind)} with {self.n_outputs_} columns"
+            )
+        columns = mo.label_columns(y)
+        if not fitting and kind in mo.MULTILABEL:
+            fitted = "sparsemax" if kind == mo.MULTILABEL_SPARSEMAX else "bce"
+            if self.multilabel_loss != fitted:
+                raise ValueError(
+                    f"multilabel_loss={self.multilabel_loss!r}, but the network was fitted with "
+                    f"multilabel_loss={fitted!r}; a warm start cannot change it"
+                )
+        if kind in mo.MULTILABEL:
+            n_labels = len(columns) if fitting else self.n_outputs_
+            out = mo.indicator(columns, n_labels, fitting=fitting)
+            if fitting:
+                self.classes_ = np.arange(n_labels)
+                self.__dict__.pop("mean_label_count_", None)
+                if kind == mo.MULTILABEL_SPARSEMAX:
+                    self.mean_label_count_ = mo.mean_label_count(out)
+        else:
+            classes, out = mo.encode_tasks(columns, None if fitting else self.classes_)
+            if fitting:
+                self.classes_ = classes
+                self.__dict__.pop("mean_label_count_", None)
+        if fitting:
+            self.n_outputs_ = len(columns)
+            self._target_kind = kind
+        return out
+
     def _split_stratify(self, y: np.ndarray) -> np.ndarray | None:
-        return y
+        return y if y.ndim == 1 else None  # stratify only a single column of labels
 
     def _n_outputs(self) -> int:
-        return len(self.classes_)
+        if self._target_kind == mo.SINGLE:
+            return len(self.classes_)
+        return mo.n_network_outputs(self._target_kind, self.classes_)
 
     def _loss_fn(self) -> LossFn:
+        if self._target_kind != mo.SINGLE:
+            return mo.loss_fn(self._target_kind, self.classes_)
+
         def loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
             return F.cross_entropy(logits, target, reduction="none")
 
         return loss
 
     def _target_tensor(self, y: np.ndarray, device: torch.device) -> torch.Tensor:
-        return torch.from_numpy(np.ascontiguousarray(y, dtype=np.int64)).to(device)
+        dtype = np.float32 if self._target_kind in mo.MULTILABEL else np.int64
+        return torch.from_numpy(np.ascontiguousarray(y, dtype=dtype)).to(device)
 
     def _target_for_scoring(self, target: torch.Tensor) -> np.ndarray:
-        return self.classes_[target.cpu().numpy()]
+        codes = target.cpu().numpy()
+        if self._target_kind in mo.MULTILABEL:
+            return codes.astype(np.int64)
+        if self._target_kind == mo.MULTITASK:
+            return mo.stack_labels(self.classes_, codes)
+        return self.classes_[codes]
 
-    def _outputs_from_logits(self, logits: torch.Tensor) -> dict[str, np.ndarray]:
+    def _outputs_from_logits(self, logits: torch.Tensor) -> dict[str, Any]:
+        if self._target_kind in mo.MULTILABEL:
+            count = getattr(self, "mean_label_count_", 1.0)
+            return mo.multilabel_outputs(self._target_kind, logits, self.n_outputs_, count)
+        if self._target_kind == mo.MULTITASK:
+            return mo.multitask_outputs(logits, self.classes_)
         proba = torch.softmax(logits.float(), dim=1).cpu().numpy().astype(np.float64)
         proba /= proba.sum(axis=1, keepdims=True)
         return {"predict_proba": proba, "predict": self.classes_[proba.argmax(axis=1)]}
 
-    def predict_proba(self, X: Any) -> np.ndarray:
-        """Class probabilities, shape (n_samples, n_classes), in the order of ``classes_``."""
+    def predict_proba(self, X: Any) -> Any:
+        """Class probabilities, shape (n_samples, n_classes), in the order of ``classes_``.
+
+        Multi-label: the probability of each label, (n_samples, n_labels): sparse (exact
+        zeros) with ``multilabel_loss="sparsemax"``, sigmoids with "bce". Multi-task: a list
+        with one (n_samples, n_classes_j) array per task.
+        """
         return self._outputs_from_logits(self._predict_logits(X))["predict_proba"]
 
-    def predict_log_proba(self, X: Any) -> np.ndarray:
-        """Logarithm of :meth:`predict_proba`."""
+    def predict_log_proba(self, X: Any) -> Any:
+        """Logarithm of :meth:`predict_proba` (``-inf`` where a sparsemax score is zero)."""
         logits = self._predict_logits(X)
+        if self._target_kind == mo.MULTITASK:
+            return mo.multitask_log_proba(logits, self.classes_)
+        if self._target_kind in mo.MULTILABEL:
+            proba = self._outputs_from_logits(logits)["predict_proba"]
+            with np.errstate(divide="ignore"):
+                return np.log(proba)
         return torch.log_softmax(logits.double(), dim=1).cpu().numpy()
 
     def predict(self, X: Any) -> np.ndarray:
-        """Most probable class of each row (labels from ``classes_``)."""
+        """Most probable class of each row (labels from ``classes_``).
+
+        Multi-label: the indicator matrix (n_samples, n_labels) of int 0 / 1. Multi-task: the
+        labels (n_samples, n_tasks), in the dtype of the tasks' classes (``object`` when they
+        mix kinds, e.g. strings and integers).
+        """
         return self._outputs_from_logits(self._predict_logits(X))["predict"]
+
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """Mean accuracy; for multi-label and multi-task targets the subset accuracy (a row
+        counts as correct only when every label / task is), as scikit-learn's
+        :meth:`~sklearn.multioutput.MultiOutputClassifier.score`."""
+        check_is_fitted(self)
+        if self._target_kind != mo.SINGLE and (
+            not mo.is_multi_column(y) or mo.n_columns(y) != self.n_outputs_
+        ):
+            raise ValueError(
+                f"y has {mo.n_columns(y)} column(s), but the classifier was fitted on "
+                f"{mo.describe(self._target_kind)} with {self.n_outputs_} columns"
+            )
+        if self._target_kind != mo.MULTITASK:
+            return float(super().score(X, y, sample_weight))
+        y_true = np.column_stack(mo.label_columns(y)).astype(object)
+        correct = np.all(y_true == self.predict(X).astype(object), axis=1)
+        return float(np.average(correct, weights=sample_weight))
+
+    def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        tags.classifier_tags.multi_label = True
+        return tags
