@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import json
 import os
 import platform
 import statistics
@@ -41,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tabsparse import TabNetClassifier, TabNetPretrainer
 
 README = Path(__file__).resolve().parent / "README.md"
+RESULTS = Path(__file__).resolve().parent / "results" / "pretraining.json"
 SECTION = "## Self-supervised pretraining"
 DATASETS = Path(
     os.environ.get(
@@ -201,19 +203,23 @@ def render(
         "mean), first epoch -> best.",
         "",
         "| dataset | train rows | labels | pretraining val_loss | accuracy scratch | "
-        "accuracy pretrained | AUC scratch | AUC pretrained | AUC gain (pretrained - scratch) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "accuracy pretrained | AUC scratch | AUC pretrained | AUC gain (pretrained - scratch) | "
+        "seeds where pretrained is better (accuracy, AUC) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (dataset, fraction), group in frame.groupby(["dataset", "fraction"], sort=False):
         scratch = group[group.start == "scratch"].sort_values("seed")
         tuned = group[group.start == "pretrained"].sort_values("seed")
         gain = (tuned["auc"].to_numpy() - scratch["auc"].to_numpy()).tolist()
+        wins_acc = int((tuned["accuracy"].to_numpy() > scratch["accuracy"].to_numpy()).sum())
+        wins_auc = sum(g > 0 for g in gain)
         lines.append(
             f"| {dataset} | {TASKS[dataset].n_train} | {fraction:.0%} "
             f"({int(group.n_labels.iloc[0])}) | {val_losses[dataset]} | "
             f"{mean_sd(scratch.accuracy.tolist())} | "
             f"{mean_sd(tuned.accuracy.tolist())} | {mean_sd(scratch.auc.tolist())} | "
-            f"{mean_sd(tuned.auc.tolist())} | {mean_sd(gain)} |"
+            f"{mean_sd(tuned.auc.tolist())} | {mean_sd(gain)} | "
+            f"{wins_acc} / {len(gain)}, {wins_auc} / {len(gain)} |"
         )
     lines.append("")
     lines.append(
@@ -245,20 +251,32 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fractions", default="0.01,0.1", help="label fractions")
     parser.add_argument("--pretrain-epochs", type=int, default=None, help="override per task")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
-    parser.add_argument("--no-write", action="store_true", help="do not update the README")
+    parser.add_argument("--no-write", action="store_true", help="do not write README / results")
+    parser.add_argument(
+        "--render-only", action="store_true", help="re-render the README from the results file"
+    )
     parser.add_argument("--readme", type=Path, default=README, help="markdown file to update")
     args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)
     seeds = list(range(args.seeds))
     fractions = [float(f) for f in args.fractions.split(",")]
-    line = machine_line(torch.get_num_threads())
-    print(line, flush=True)
-    rows: list[dict[str, Any]] = []
-    seconds: dict[str, dict[str, float]] = {}
-    for name in args.datasets.split(","):
-        task_rows, seconds[name] = run_task(TASKS[name], seeds, fractions, args.pretrain_epochs)
-        rows.extend(task_rows)
+    if args.render_only:
+        saved = json.loads(RESULTS.read_text())
+        rows, seconds, line = saved["rows"], saved["seconds"], saved["machine"]
+        seeds = sorted({r["seed"] for r in rows})
+    else:
+        line = machine_line(torch.get_num_threads())
+        print(line, flush=True)
+        rows = []
+        seconds = {}
+        for name in args.datasets.split(","):
+            task_rows, seconds[name] = run_task(TASKS[name], seeds, fractions, args.pretrain_epochs)
+            rows.extend(task_rows)
+        if not args.no_write:
+            RESULTS.parent.mkdir(exist_ok=True)
+            saved = {"machine": line, "seconds": seconds, "rows": rows}
+            RESULTS.write_text(json.dumps(saved, indent=1) + "\n")
     body = render(rows, seconds, line, seeds)
     print()
     print(body)
