@@ -340,6 +340,29 @@ def test_early_stopping_and_history(X: pd.DataFrame) -> None:
     assert len(no_val.history_) == 3 and "val_loss" not in no_val.history_[0]
 
 
+class _StopAfter(Callback):
+    def __init__(self, epochs: int) -> None:
+        self.epochs = epochs
+
+    def on_epoch_end(self, trainer: Any, record: dict[str, float]) -> None:
+        trainer.stop = len(trainer.history) >= self.epochs
+
+
+def test_seeded_fit_is_reproducible_and_resumes_exactly(X: pd.DataFrame, tmp_path: Path) -> None:
+    settings = {**TINY, "max_epochs": 4, "early_stopping": True}
+    full = TabNetPretrainer(**settings).fit(X)
+    again = TabNetPretrainer(**settings).fit(X)
+
+    def losses(model: TabNetPretrainer) -> list[tuple[float, float]]:
+        return [(r["train_loss"], r["val_loss"]) for r in model.history_]
+
+    assert losses(again) == losses(full)
+    TabNetPretrainer(**settings, checkpoint_dir=tmp_path, callbacks=[_StopAfter(2)]).fit(X)
+    resumed = TabNetPretrainer(**settings).fit(X, resume_from=tmp_path)
+    assert losses(resumed) == losses(full)
+    np.testing.assert_array_equal(resumed.transform(X), full.transform(X))
+
+
 def test_parameters_are_validated(X: pd.DataFrame) -> None:
     with pytest.raises(ValueError, match="pretraining_ratio"):
         TabNetPretrainer(pretraining_ratio=1.0).fit(X)
