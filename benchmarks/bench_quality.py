@@ -1,0 +1,878 @@
+"""Quality of tabsparse's defaults against gradient boosting and pytorch-tabnet on real tables.
+
+Every dataset of ``../shared/datasets`` (or ``$TABSPARSE_DATASETS``) gets one fixed task (see
+``TASKS`` below and the README section this script writes), one fixed train/test split (the
+official one where the data has one, else 80/20 with seed 0, stratified for classification) and
+caps on the training and test rows (a seeded random subsample) so that the whole run stays near
+30 minutes on 2 cores. Four models are fitted with their own defaults:
+
+- ``tabsparse``: ``TabNetClassifier/TabNetRegressor(random_state=0)`` on the DataFrame as it is
+  (plus ``--tabsparse-params`` when screening other defaults);
+- ``hgb``: ``HistGradientBoosting*(categorical_features="from_dtype", random_state=0)``
+  (categorical columns with more than 255 levels, which HGB refuses, enter as ordinal codes);
+- ``lightgbm``: ``LGBM*(n_jobs=1, verbose=-1, random_state=0)``, pandas categories native;
+- ``pytorch-tabnet``: pytorch-tabnet 4.1 ``TabNet*(verbose=0)`` as its README shows it: ordinal
+  codes of the categorical columns (vocabulary of the whole file, NaN its own level) with
+  ``cat_idxs``/``cat_dims``, numeric NaN replaced by the training mean, float32 numpy input,
+  ``eval_set`` = a 10% split (seed 0, stratified for classification) of the training rows for its
+  default early stopping (``max_epochs=100, patience=10``), ``compute_importance=False``.
+
+Each worker process runs one model at a time on one thread (``OMP_NUM_THREADS=1``,
+``torch.set_num_threads(1)``, LightGBM ``n_jobs=1``), so the fit times are single-thread times.
+One JSON record per dataset x model x parameter variant is appended to
+``benchmarks/results/quality.jsonl``; ``--reuse`` takes rows from there instead of refitting (the
+reference models need not be rerun when tabsparse changes; tabsparse rows are matched by the
+hash of all of its resolved parameters, so a changed default is a new variant).
+
+Usage::
+
+    python benchmarks/bench_quality.py                         # everything, writes the README
+    python benchmarks/bench_quality.py --reuse                 # refit only what is not stored
+    python benchmarks/bench_quality.py --models tabsparse --reuse \\
+        --tabsparse-params '{"batch_size": 4096}' --no-write   # screen a candidate default
+    python benchmarks/bench_quality.py --datasets adult letter --train-cap 20000
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # before numpy/torch/lightgbm load their pools
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import argparse
+import concurrent.futures as cf
+import contextlib
+import datetime as _dt
+import hashlib
+import io
+import json
+import math
+import multiprocessing as mp
+import platform
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from _readme import cpu_model, load_average, write_section
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+README = Path(__file__).resolve().parent / "README.md"
+RESULTS = Path(__file__).resolve().parent / "results" / "quality.jsonl"
+SECTION = "## Quality against gradient boosting and pytorch-tabnet"
+DATASETS = Path(os.environ.get("TABSPARSE_DATASETS", ROOT.parent / "shared" / "datasets"))
+MODELS = ("tabsparse", "hgb", "lightgbm", "pytorch-tabnet")
+GBMS = ("hgb", "lightgbm")
+TRAIN_CAP = 50_000
+TEST_CAP = 20_000
+SEED = 0
+
+
+# ---- tasks ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Task:
+    """One fixed learning task on one dataset file."""
+
+    dataset: str
+    kind: str  # "binary", "multiclass" or "regression"
+    target: str
+    description: str
+    prepare: Callable[[pd.DataFrame], pd.DataFrame] | None = None  # drops, target transform
+    split: str = "random"  # "column" (a `split` column), "rows:<n_train>" or "random"
+    skip: str | None = None
+
+
+def _drop_na_target(df: pd.DataFrame, target: str) -> pd.DataFrame:
+    return df[df[target].notna()].reset_index(drop=True)
+
+
+def _log_target(target: str) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    def prepare(df: pd.DataFrame) -> pd.DataFrame:
+        df = df.copy()
+        df[target] = np.log(df[target].astype(float))
+        return df
+
+    return prepare
+
+
+def _kdd(df: pd.DataFrame) -> pd.DataFrame:
+    df = df.copy()
+    df["label"] = np.where(df["label"] == "normal", "normal", "attack")
+    return df
+
+
+def _diabetes(df: pd.DataFrame) -> pd.DataFrame:
+    return df.drop(columns=["encounter_id", "patient_nbr"])
+
+
+def _flights(df: pd.DataFrame) -> pd.DataFrame:
+    leaks = ["dep_time", "dep_delay", "arr_time", "air_time", "time_hour"]
+    return _drop_na_target(df.drop(columns=leaks), "arr_delay")
+
+
+def _poker(df: pd.DataFrame) -> pd.DataFrame:
+    df = _drop_na_target(df, "hand")
+    df["hand"] = df["hand"].astype(int)
+    return df
+
+
+TASKS: list[Task] = [
+    Task("adult", "binary", "income", "income >50K; official UCI train/test split", None, "column"),
+    Task(
+        "ames_housing",
+        "regression",
+        "Sale_Price",
+        "log(Sale_Price) (metrics on the log scale)",
+        _log_target("Sale_Price"),
+    ),
+    Task("bank_marketing", "binary", "y", "y (term deposit); all 16 columns incl. `duration`"),
+    Task("california_housing", "regression", "median_house_value", "median_house_value (raw $)"),
+    Task("covtype_50k_sample", "multiclass", "Cover_Type", "7 cover types"),
+    Task(
+        "credit_card_default_taiwan", "binary", "default_payment_next_month", "default next month"
+    ),
+    Task(
+        "diabetes130_readmission",
+        "multiclass",
+        "readmitted",
+        "readmitted, 3 classes (NO / >30 / <30); ids dropped; split by row, not by patient",
+        _diabetes,
+    ),
+    Task(
+        "diamonds",
+        "regression",
+        "price",
+        "log(price) (metrics on the log scale)",
+        _log_target("price"),
+    ),
+    Task("electricity", "binary", "class", "price up/down; random split of the time-ordered rows"),
+    Task(
+        "higgs_lightgbm_sample",
+        "binary",
+        "label",
+        "signal/background; official 7000/500 split",
+        None,
+        "column",
+    ),
+    Task(
+        "kddcup99_10pct",
+        "binary",
+        "label",
+        "normal vs attack (10 of the 23 attack types have < 30 rows: too few for a "
+        "stratified, capped split)",
+        _kdd,
+    ),
+    Task(
+        "letter",
+        "multiclass",
+        "lettr",
+        "26 letters; usual split (first 16,000 rows train)",
+        None,
+        "rows:16000",
+    ),
+    Task("mushroom", "binary", "class", "edible/poisonous"),
+    Task(
+        "nycflights13_flights",
+        "regression",
+        "arr_delay",
+        "arr_delay (minutes); dropped dep_time, dep_delay, arr_time, air_time (leak it) and "
+        "time_hour (a timestamp string); cancelled flights (NaN target) dropped",
+        _flights,
+    ),
+    Task(
+        "poker_hand_train",
+        "multiclass",
+        "hand",
+        "10 hands; the 1 row with NaN target dropped",
+        _poker,
+    ),
+    Task(
+        "shuttle",
+        "multiclass",
+        "Class",
+        "7 classes; official split (first 43,500 rows train)",
+        None,
+        "rows:43500",
+    ),
+    Task("telco_churn", "binary", "churn", "churn yes/no"),
+    Task(
+        "yeast", "multilabel", "Class1", "multi-label", skip="multi-label: benchmarked separately"
+    ),
+]
+TASK_BY_NAME = {t.dataset: t for t in TASKS}
+
+
+@dataclass
+class Split:
+    X_train: pd.DataFrame
+    y_train: pd.Series
+    X_test: pd.DataFrame
+    y_test: pd.Series
+    n_train_full: int
+    n_test_full: int
+
+
+def _categorise(X: pd.DataFrame, full: pd.DataFrame) -> pd.DataFrame:
+    """Non-numeric columns become pandas categories with the whole file's vocabulary."""
+    X = X.copy()
+    for col in X.columns:
+        if not pd.api.types.is_numeric_dtype(X[col]) and not pd.api.types.is_bool_dtype(X[col]):
+            levels = sorted(full[col].dropna().astype(str).unique())
+            X[col] = pd.Categorical(
+                X[col].astype("object").where(X[col].notna()), categories=levels
+            )
+    return X
+
+
+@lru_cache(maxsize=2)
+def load_split(name: str, train_cap: int, test_cap: int) -> Split:
+    """The fixed, capped split of one task (cached per process)."""
+    task = TASK_BY_NAME[name]
+    df = pd.read_csv(DATASETS / name / f"{name}.csv.gz")
+    if task.prepare is not None:
+        df = task.prepare(df)
+    df = df.reset_index(drop=True)
+    y = df[task.target]
+    X = df.drop(columns=[task.target] + (["split"] if "split" in df.columns else []))
+    X = _categorise(X, df)
+    if task.kind != "regression":
+        y = y.astype(str)
+    if task.split == "column":
+        is_train = (df["split"] == "train").to_numpy()
+        train_idx, test_idx = np.flatnonzero(is_train), np.flatnonzero(~is_train)
+    elif task.split.startswith("rows:"):
+        n_train = int(task.split.split(":")[1])
+        train_idx, test_idx = np.arange(n_train), np.arange(n_train, len(df))
+    else:
+        from sklearn.model_selection import train_test_split
+
+        strat = y if task.kind != "regression" and y.value_counts().min() >= 2 else None
+        train_idx, test_idx = train_test_split(
+            np.arange(len(df)), test_size=0.2, random_state=SEED, stratify=strat
+        )
+        train_idx, test_idx = np.sort(train_idx), np.sort(test_idx)
+    rng = np.random.default_rng(SEED)
+    n_train_full, n_test_full = len(train_idx), len(test_idx)
+    if len(train_idx) > train_cap:
+        train_idx = np.sort(rng.choice(train_idx, train_cap, replace=False))
+    if len(test_idx) > test_cap:
+        test_idx = np.sort(rng.choice(test_idx, test_cap, replace=False))
+    return Split(
+        X.iloc[train_idx].reset_index(drop=True),
+        y.iloc[train_idx].reset_index(drop=True),
+        X.iloc[test_idx].reset_index(drop=True),
+        y.iloc[test_idx].reset_index(drop=True),
+        n_train_full,
+        n_test_full,
+    )
+
+
+# ---- models --------------------------------------------------------------------------------
+def _codes_frame(X: pd.DataFrame, max_levels: int | None = None) -> pd.DataFrame:
+    """Categories with more than ``max_levels`` levels (all if None) -> float codes, NaN kept."""
+    X = X.copy()
+    for col in X.columns:
+        if isinstance(X[col].dtype, pd.CategoricalDtype) and (
+            max_levels is None or len(X[col].cat.categories) > max_levels
+        ):
+            codes = X[col].cat.codes.astype(float)
+            X[col] = codes.where(codes >= 0)
+    return X
+
+
+def fit_hgb(task: Task, s: Split, params: dict[str, Any]) -> tuple[Any, pd.DataFrame]:
+    from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+
+    cls = (
+        HistGradientBoostingRegressor
+        if task.kind == "regression"
+        else HistGradientBoostingClassifier
+    )
+    return cls(categorical_features="from_dtype", random_state=SEED, **params), _codes_frame(
+        s.X_test, 255
+    )
+
+
+def fit_lightgbm(task: Task, s: Split, params: dict[str, Any]) -> tuple[Any, pd.DataFrame]:
+    import lightgbm as lgb
+
+    cls = lgb.LGBMRegressor if task.kind == "regression" else lgb.LGBMClassifier
+    return cls(n_jobs=1, verbose=-1, random_state=SEED, **params), s.X_test
+
+
+def _tabnet_arrays(s: Split) -> tuple[np.ndarray, np.ndarray, list[int], list[int]]:
+    """pytorch-tabnet input: ordinal codes (NaN -> its own level), numeric NaN -> train mean."""
+    cat_idxs, cat_dims = [], []
+    train, test = s.X_train.copy(), s.X_test.copy()
+    for i, col in enumerate(train.columns):
+        if isinstance(train[col].dtype, pd.CategoricalDtype):
+            n_levels = len(train[col].cat.categories)
+            for frame in (train, test):
+                codes = frame[col].cat.codes.to_numpy().astype(np.int64)
+                frame[col] = np.where(codes < 0, n_levels, codes)
+            cat_idxs.append(i)
+            cat_dims.append(n_levels + 1)
+        else:
+            mean = float(pd.to_numeric(train[col], errors="coerce").astype(float).mean())
+            mean = 0.0 if math.isnan(mean) else mean
+            for frame in (train, test):
+                frame[col] = frame[col].astype(float).fillna(mean)
+    return (
+        train.to_numpy(dtype=np.float32),
+        test.to_numpy(dtype=np.float32),
+        cat_idxs,
+        cat_dims,
+    )
+
+
+def run_model(
+    name: str, model: str, params: dict[str, Any], train_cap: int, test_cap: int
+) -> dict[str, Any]:
+    """Fit and score one model on one task (runs in a worker process)."""
+    import torch
+
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore")
+    task = TASK_BY_NAME[name]
+    s = load_split(name, train_cap, test_cap)
+    record: dict[str, Any] = {"dataset": name, "model": model, "kind": task.kind}
+    extra: dict[str, Any] = {}
+    if model == "pytorch-tabnet":
+        from pytorch_tabnet.tab_model import TabNetClassifier as PTC
+        from pytorch_tabnet.tab_model import TabNetRegressor as PTR
+        from sklearn.model_selection import train_test_split
+
+        Xtr, Xte, cat_idxs, cat_dims = _tabnet_arrays(s)
+        ytr = s.y_train.to_numpy()
+        strat = (
+            ytr if task.kind != "regression" and pd.Series(ytr).value_counts().min() >= 2 else None
+        )
+        fit_idx, val_idx = train_test_split(
+            np.arange(len(ytr)), test_size=0.1, random_state=SEED, stratify=strat
+        )
+        cls = PTR if task.kind == "regression" else PTC
+        est = cls(cat_idxs=cat_idxs, cat_dims=cat_dims, verbose=0, seed=SEED, **params)
+        yfit = ytr.reshape(-1, 1) if task.kind == "regression" else ytr
+        t0 = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()):  # its "Early stopping occurred" line
+            est.fit(
+                Xtr[fit_idx],
+                yfit[fit_idx],
+                eval_set=[(Xtr[val_idx], yfit[val_idx])],
+                compute_importance=False,
+            )
+        fit_s = time.perf_counter() - t0
+        extra["epochs"] = len(est.history["loss"])
+        t0 = time.perf_counter()
+        if task.kind == "regression":
+            pred = est.predict(Xte).ravel()
+            proba = None
+        else:
+            proba = est.predict_proba(Xte)
+            pred = np.asarray(est.classes_)[proba.argmax(1)]
+        predict_s = time.perf_counter() - t0
+        classes = list(map(str, est.classes_)) if task.kind != "regression" else []
+    else:
+        X_train = s.X_train
+        if model == "tabsparse":
+            from tabsparse import TabNetClassifier, TabNetRegressor
+
+            est = (TabNetRegressor if task.kind == "regression" else TabNetClassifier)(
+                random_state=SEED, device="cpu", **params
+            )
+            X_test = s.X_test
+            full = {k: v for k, v in est.get_params().items() if k not in ("verbose", "callbacks")}
+            record["tabsparse_params"] = {k: repr(v) for k, v in sorted(full.items())}
+        elif model == "hgb":
+            est, X_test = fit_hgb(task, s, params)
+            X_train = _codes_frame(X_train, 255)
+        elif model == "lightgbm":
+            est, X_test = fit_lightgbm(task, s, params)
+        else:
+            raise ValueError(model)
+        t0 = time.perf_counter()
+        est.fit(X_train, s.y_train)
+        fit_s = time.perf_counter() - t0
+        if model == "tabsparse":
+            extra["epochs"] = int(est.n_iter_)
+            extra["best_epoch"] = int(est.best_iteration_) + 1
+        elif model == "hgb":
+            extra["iterations"] = int(est.n_iter_)
+        t0 = time.perf_counter()
+        if task.kind == "regression":
+            pred, proba = est.predict(X_test), None
+        else:
+            proba = est.predict_proba(X_test)
+            pred = np.asarray(est.classes_)[proba.argmax(1)]
+        predict_s = time.perf_counter() - t0
+        classes = list(map(str, est.classes_)) if task.kind != "regression" else []
+    record.update(score(task, s.y_test, pred, proba, classes))
+    record.update(fit_s=round(fit_s, 3), predict_s=round(predict_s, 3), **extra)
+    record.update(n_train=len(s.y_train), n_test=len(s.y_test), n_train_full=s.n_train_full)
+    return record
+
+
+def score(
+    task: Task, y_test: pd.Series, pred: np.ndarray, proba: np.ndarray | None, classes: list[str]
+) -> dict[str, Any]:
+    """Accuracy and ROC AUC, or RMSE and R2."""
+    from sklearn.metrics import accuracy_score, r2_score, roc_auc_score
+
+    if task.kind == "regression":
+        y = y_test.to_numpy(dtype=float)
+        pred = np.asarray(pred, dtype=float)
+        return {"rmse": float(np.sqrt(np.mean((y - pred) ** 2))), "r2": float(r2_score(y, pred))}
+    y = y_test.astype(str).to_numpy()
+    out: dict[str, Any] = {"accuracy": float(accuracy_score(y, np.asarray(pred).astype(str)))}
+    assert proba is not None
+    column = {c: i for i, c in enumerate(classes)}
+    if task.kind == "binary":
+        positive = sorted(set(y) | set(classes))[-1]  # the later label in sorted order
+        p = proba[:, column[positive]] if positive in column else np.zeros(len(y))
+        out["auc"] = float(roc_auc_score(y == positive, p))
+    else:  # macro one-vs-rest over the classes present in the test set
+        aucs = []
+        for c in sorted(set(y)):
+            p = proba[:, column[c]] if c in column else np.zeros(len(y))
+            if 0 < (y == c).sum() < len(y):
+                aucs.append(roc_auc_score(y == c, p))
+        out["auc"] = float(np.mean(aucs))
+    return out
+
+
+# ---- results store -------------------------------------------------------------------------
+def git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "tabsparse"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    except OSError:
+        return "unknown"
+
+
+def params_hash(record_params: dict[str, Any]) -> str:
+    return hashlib.sha1(json.dumps(record_params, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def load_results() -> list[dict[str, Any]]:
+    if not RESULTS.exists():
+        return []
+    return [json.loads(line) for line in RESULTS.read_text().splitlines() if line.strip()]
+
+
+def resolved_tabsparse_params(kind: str, params: dict[str, Any]) -> dict[str, str]:
+    """The full parameter set a tabsparse row is matched on (defaults resolved now)."""
+    from tabsparse import TabNetClassifier, TabNetRegressor
+
+    est = (TabNetRegressor if kind == "regression" else TabNetClassifier)(
+        random_state=SEED, device="cpu", **params
+    )
+    full = {k: v for k, v in est.get_params().items() if k not in ("verbose", "callbacks")}
+    return {k: repr(v) for k, v in sorted(full.items())}
+
+
+def find_stored(
+    rows: list[dict[str, Any]], name: str, model: str, params: dict[str, Any], caps: tuple[int, int]
+) -> dict[str, Any] | None:
+    """The latest stored row for this dataset, model, variant and caps."""
+    kind = TASK_BY_NAME[name].kind
+    want = resolved_tabsparse_params(kind, params) if model == "tabsparse" else None
+    for row in reversed(rows):
+        if (row["dataset"], row["model"]) != (name, model):
+            continue
+        if (row.get("train_cap"), row.get("test_cap")) != caps:
+            continue
+        if model == "tabsparse":
+            if row.get("tabsparse_params") != want:
+                continue
+        elif row.get("params", {}) != params:
+            continue
+        return row
+    return None
+
+
+# ---- report --------------------------------------------------------------------------------
+def primary(row: dict[str, Any]) -> float:
+    return row["rmse"] if row["kind"] == "regression" else row["accuracy"]
+
+
+def checks(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The two "must reach" checks for one dataset (rows by model)."""
+    ts, pt = rows.get("tabsparse"), rows.get("pytorch-tabnet")
+    gbm = [rows[m] for m in GBMS if m in rows]
+    out: dict[str, Any] = {"vs_tabnet": None, "vs_gbm": None, "gap": None}
+    if ts is None:
+        return out
+    reg = ts["kind"] == "regression"
+    if pt is not None:
+        out["vs_tabnet"] = primary(ts) <= primary(pt) if reg else primary(ts) >= primary(pt)
+    if gbm:
+        if reg:
+            best = min(primary(r) for r in gbm)
+            out["gap"] = primary(ts) / best - 1.0  # relative RMSE excess
+            out["vs_gbm"] = out["gap"] <= 0.03
+        else:
+            best = max(primary(r) for r in gbm)
+            out["gap"] = best - primary(ts)  # accuracy points (as a fraction) behind
+            out["vs_gbm"] = out["gap"] <= 0.01
+    return out
+
+
+def summary(by_dataset: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Counts of the checks and mean gaps of the tabsparse rows."""
+    met_t = met_g = n_t = n_g = 0
+    cls_gaps, reg_gaps, fit = [], [], 0.0
+    for rows in by_dataset.values():
+        c = checks(rows)
+        if c["vs_tabnet"] is not None:
+            n_t += 1
+            met_t += bool(c["vs_tabnet"])
+        if c["vs_gbm"] is not None:
+            n_g += 1
+            met_g += bool(c["vs_gbm"])
+            (reg_gaps if rows["tabsparse"]["kind"] == "regression" else cls_gaps).append(c["gap"])
+        if "tabsparse" in rows:
+            fit += rows["tabsparse"]["fit_s"]
+    return {
+        "vs_tabnet": (met_t, n_t),
+        "vs_gbm": (met_g, n_g),
+        "mean_acc_gap": float(np.mean(cls_gaps)) if cls_gaps else float("nan"),
+        "mean_rmse_excess": float(np.mean(reg_gaps)) if reg_gaps else float("nan"),
+        "tabsparse_fit_s": fit,
+    }
+
+
+def _fmt_metric(row: dict[str, Any] | None) -> str:
+    if row is None:
+        return "—"
+    if row["kind"] == "regression":
+        return f"{row['rmse']:.4g} / {row['r2']:.3f}"
+    return f"{row['accuracy']:.4f} / {row['auc']:.4f}"
+
+
+def _fmt_time(row: dict[str, Any] | None) -> str:
+    return "—" if row is None else f"{row['fit_s']:.1f}"
+
+
+def render(
+    by_dataset: dict[str, dict[str, dict[str, Any]]],
+    caps: tuple[int, int],
+    workers: int,
+    variant: dict[str, Any],
+    notes: str,
+) -> str:
+    """The README section body."""
+    load = load_average()
+    busy = f"; load average {load:.2f} at the start" if load is not None else ""
+    import lightgbm
+    import sklearn
+    import torch
+
+    try:
+        from importlib.metadata import version
+
+        ptv = version("pytorch-tabnet")
+    except Exception:  # pragma: no cover
+        ptv = "?"
+    ts_rows = [r["tabsparse"] for r in by_dataset.values() if "tabsparse" in r]
+    commits = sorted({r.get("commit", "?") for r in ts_rows})
+    lines = [
+        f"Machine: CPU: {cpu_model()}, {os.cpu_count()} logical cores; {workers} worker processes, "
+        f"**each model fitted on 1 thread** (fit times are single-thread seconds); torch "
+        f"{torch.__version__}, scikit-learn {sklearn.__version__}, "
+        f"LightGBM {lightgbm.__version__}, pytorch-tabnet {ptv}, "
+        f"Python {platform.python_version()}; {_dt.date.today().isoformat()}{busy}. "
+        f"tabsparse at commit {', '.join(commits)}"
+        + (f", parameters {json.dumps(variant)}" if variant else " with its defaults")
+        + ". Generated by `python benchmarks/bench_quality.py` (rows in "
+        "`benchmarks/results/quality.jsonl`).",
+        "",
+        f"Each model runs with its own defaults and `random_state=0` on one fixed split per "
+        f"dataset: the official split where the data has one, otherwise 80/20 with seed 0 "
+        f"(stratified for classification). Training rows are capped at {caps[0]:,} and test rows "
+        f"at {caps[1]:,} (a seeded random subsample; `n train` shows the cap where it applied). "
+        'tabsparse gets the DataFrame as it is (its `early_stopping="auto"` holds out 10% of the '
+        "training rows itself above 10,000 rows); HistGradientBoosting gets "
+        '`categorical_features="from_dtype"` (columns with more than 255 levels, which it '
+        "refuses, as ordinal codes); LightGBM `n_jobs=1, verbose=-1` with native pandas "
+        "categories; pytorch-tabnet 4.1 its README recipe: ordinal codes of the categorical "
+        "columns with `cat_idxs`/`cat_dims` (NaN its own level), numeric NaN set to the training "
+        "mean, and `eval_set` = a 10% split of the training rows for its default early stopping "
+        "(`max_epochs=100, patience=10`; `compute_importance=False`). Cells: accuracy / ROC AUC "
+        "(binary: the positive class; multiclass: macro one-vs-rest over the classes in the test "
+        "set) or RMSE / R2; fit seconds below.",
+        "",
+        "Checks (issue 4): **T** = tabsparse at least as good as pytorch-tabnet (accuracy, or "
+        "RMSE); **G** = tabsparse within 1 accuracy point (or 3% RMSE) of the better gradient-"
+        "boosted model; `gap` = accuracy points behind that model, or % RMSE above it.",
+        "",
+        "| dataset | task | n train | n test | tabsparse | HGB | LightGBM | pytorch-tabnet "
+        "| T | G | gap |",
+        "|---|---|---:|---:|---|---|---|---|:-:|:-:|---:|",
+    ]
+    yes = {True: "yes", False: "**no**", None: "—"}
+    for name, rows in by_dataset.items():
+        task = TASK_BY_NAME[name]
+        any_row = next(iter(rows.values()))
+        n_train = f"{any_row['n_train']:,}"
+        if any_row["n_train_full"] > any_row["n_train"]:
+            n_train += f" (of {any_row['n_train_full']:,})"
+        c = checks(rows)
+        gap = "—"
+        if c["gap"] is not None:
+            gap = (
+                f"{100 * c['gap']:+.1f}%" if task.kind == "regression" else f"{100 * c['gap']:+.2f}"
+            )
+        cells = [_fmt_metric(rows.get(m)) for m in MODELS]
+        lines.append(
+            f"| {name} | {task.kind} | {n_train} | {any_row['n_test']:,} | "
+            + " | ".join(cells)
+            + f" | {yes[c['vs_tabnet']]} | {yes[c['vs_gbm']]} | {gap} |"
+        )
+    lines += [
+        "",
+        "Fit seconds (1 thread):",
+        "",
+        "| dataset | tabsparse | HGB | LightGBM | pytorch-tabnet | tabsparse epochs "
+        "| pytorch-tabnet epochs |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, rows in by_dataset.items():
+        ts, pt = rows.get("tabsparse"), rows.get("pytorch-tabnet")
+        lines.append(
+            f"| {name} | "
+            + " | ".join(_fmt_time(rows.get(m)) for m in MODELS)
+            + f" | {ts['epochs'] if ts else '—'} | {pt['epochs'] if pt else '—'} |"
+        )
+    tot = {m: sum(r[m]["fit_s"] for r in by_dataset.values() if m in r) for m in MODELS}
+    lines.append("| **total** | " + " | ".join(f"**{tot[m]:.0f}**" for m in MODELS) + " | | |")
+    s = summary(by_dataset)
+    mt, nt = s["vs_tabnet"]
+    mg, ng = s["vs_gbm"]
+    lines += [
+        "",
+        f"**Summary.** T (at least as good as pytorch-tabnet): {mt} of {nt} datasets "
+        f"({'met' if mt == nt else 'not met'}: required on every dataset). "
+        f"G (within 1 point / 3% of the best GBM): {mg} of {ng} "
+        f"({'met' if 2 * mg >= ng else 'not met'}: required on at least half). Mean gap to the "
+        f"best GBM: {100 * s['mean_acc_gap']:.2f} accuracy points (classification), "
+        f"{100 * s['mean_rmse_excess']:.1f}% RMSE (regression).",
+        "",
+        "Tasks: "
+        + "; ".join(f"**{t.dataset}**: {t.description}" for t in TASKS if t.dataset in by_dataset)
+        + ".",
+    ]
+    skipped = [t for t in TASKS if t.skip]
+    if skipped:
+        lines.append("Not here: " + "; ".join(f"{t.dataset} ({t.skip})" for t in skipped) + ".")
+    if notes:
+        lines += ["", notes.strip()]
+    return "\n".join(lines)
+
+
+NOTES_FILE = Path(__file__).resolve().parent / "results" / "quality_defaults.md"
+
+
+def variants(rows: list[dict[str, Any]], names: list[str]) -> list[dict[str, Any]]:
+    """Every stored tabsparse variant (by caps and parameters) scored against the reference rows
+    stored for the same caps: one summary per variant, in the order first run."""
+    current = {k: resolved_tabsparse_params(k, {}) for k in ("binary", "regression")}
+    groups: dict[tuple[Any, ...], dict[str, dict[str, Any]]] = {}
+    labels: dict[tuple[Any, ...], str] = {}
+    for row in rows:
+        if row["model"] != "tabsparse" or row["dataset"] not in names:
+            continue
+        kind = "regression" if row["kind"] == "regression" else "binary"
+        diff = sorted(
+            f"{k}={v}"
+            for k, v in row["tabsparse_params"].items()
+            if k in current[kind] and current[kind][k] != v and k != "class_weight"
+        )
+        key = (row["train_cap"], row["test_cap"], ", ".join(diff) or "current defaults")
+        groups.setdefault(key, {})[row["dataset"]] = row  # the latest row wins
+        labels[key] = row.get("label") or labels.get(key, "")
+    out = []
+    for key, ts_rows in groups.items():
+        caps = (key[0], key[1])
+        by_dataset: dict[str, dict[str, dict[str, Any]]] = {}
+        for name, ts in ts_rows.items():
+            by_dataset[name] = {"tabsparse": ts}
+            for m in ("hgb", "lightgbm", "pytorch-tabnet"):
+                ref = find_stored(rows, name, m, {}, caps)
+                if ref is not None:
+                    by_dataset[name][m] = ref
+        out.append(
+            {
+                "caps": caps,
+                "params": key[2],
+                "label": labels[key],
+                "n": len(ts_rows),
+                "by_dataset": by_dataset,
+                **summary(by_dataset),
+            }
+        )
+    return out
+
+
+def render_variants(found: list[dict[str, Any]]) -> str:
+    """Markdown table of :func:`variants`."""
+    lines = [
+        "| train / test cap | tabsparse parameters (vs. the current defaults) | datasets | T | G "
+        "| mean acc gap (pts) | mean RMSE excess | tabsparse fit s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for v in found:
+        mt, nt = v["vs_tabnet"]
+        mg, ng = v["vs_gbm"]
+        lines.append(
+            f"| {v['caps'][0]:,} / {v['caps'][1]:,} | {v['params']} | {v['n']} | "
+            f"{f'{mt}/{nt}' if nt else '—'} | {mg}/{ng} | {100 * v['mean_acc_gap']:.2f} | "
+            f"{100 * v['mean_rmse_excess']:.1f}% | {v['tabsparse_fit_s']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+# ---- main ----------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--datasets", nargs="*", help="names (default: all found)")
+    parser.add_argument("--models", nargs="*", default=list(MODELS), choices=MODELS)
+    parser.add_argument(
+        "--tabsparse-params",
+        default="{}",
+        help="JSON dict (or a list of dicts: several variants in one pool) of tabsparse parameters",
+    )
+    parser.add_argument(
+        "--reuse", action="store_true", help="take stored rows instead of refitting"
+    )
+    parser.add_argument("--train-cap", type=int, default=TRAIN_CAP)
+    parser.add_argument("--test-cap", type=int, default=TEST_CAP)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--no-write", action="store_true", help="do not touch the README")
+    parser.add_argument("--label", default="", help="free text stored with the tabsparse rows")
+    parser.add_argument(
+        "--variants", action="store_true", help="only print the stored tabsparse variants"
+    )
+    args = parser.parse_args(argv)
+    ts_given = json.loads(args.tabsparse_params)
+    # a list screens several variants in one pool (the table shows the first)
+    ts_variants = ts_given if isinstance(ts_given, list) else [ts_given]
+    ts_params = ts_variants[0]
+    caps = (args.train_cap, args.test_cap)
+
+    names = []
+    for task in TASKS:
+        if args.datasets and task.dataset not in args.datasets:
+            continue
+        if task.skip:
+            print(f"skip {task.dataset}: {task.skip}")
+            continue
+        if not (DATASETS / task.dataset / f"{task.dataset}.csv.gz").exists():
+            print(f"skip {task.dataset}: not found under {DATASETS}")
+            continue
+        names.append(task.dataset)
+
+    stored = load_results()
+    if args.variants:
+        found = variants(stored, names)
+        print(render_variants(found))
+        for v in found:
+            print(f"\n{v['caps']} {v['params']}")
+            for n, rows in v["by_dataset"].items():
+                c = checks(rows)
+                gap = "—" if c["gap"] is None else f"{100 * c['gap']:+.2f}"
+                print(f"  {n:28s} {_fmt_metric(rows['tabsparse']):18s} gap {gap}")
+        return
+    commit = git_commit()
+    by_dataset: dict[str, dict[str, dict[str, Any]]] = {n: {} for n in names}
+    jobs = []
+    for n in names:
+        for m in MODELS:
+            run_it = m in args.models
+            for k, params in enumerate(ts_variants if m == "tabsparse" else [{}]):
+                stored_row = (
+                    find_stored(stored, n, m, params, caps) if (args.reuse or not run_it) else None
+                )
+                if stored_row is not None and k == 0:
+                    by_dataset[n][m] = stored_row
+                elif stored_row is None and run_it:
+                    jobs.append((n, m, params))
+    # longest first: the neural networks on the biggest training sets
+    size = {n: (DATASETS / n / f"{n}.csv.gz").stat().st_size for n in names}
+    jobs.sort(key=lambda j: (j[1] in GBMS, -size[j[0]]))
+    print(
+        f"{len(jobs)} fits on {args.workers} workers; "
+        f"{sum(len(v) for v in by_dataset.values())} reused"
+    )
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    ctx = mp.get_context("spawn")
+    with cf.ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
+        futures = {pool.submit(run_model, n, m, p, *caps): (n, m, p) for n, m, p in jobs}
+        for fut in cf.as_completed(futures):
+            n, m, p = futures[fut]
+            try:
+                rec = fut.result()
+            except Exception as exc:  # keep the other results
+                print(f"FAILED {n} {m}: {type(exc).__name__}: {exc}")
+                continue
+            rec.update(
+                params=p,
+                train_cap=caps[0],
+                test_cap=caps[1],
+                commit=commit,
+                time=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            )
+            if m == "tabsparse":
+                rec["params_hash"] = params_hash(rec["tabsparse_params"])
+                rec["label"] = args.label
+            with RESULTS.open("a") as fh:
+                fh.write(json.dumps(rec) + "\n")
+            if p == ts_params or m != "tabsparse":
+                by_dataset[n][m] = rec
+            metric = (
+                f"rmse {rec['rmse']:.4g}"
+                if "rmse" in rec
+                else f"acc {rec['accuracy']:.4f} auc {rec['auc']:.4f}"
+            )
+            print(f"{n:28s} {m:15s} {metric}  fit {rec['fit_s']:.1f}s", flush=True)
+
+    by_dataset = {n: by_dataset[n] for n in names if by_dataset[n]}
+    print()
+    for n, rows in by_dataset.items():
+        c = checks(rows)
+        cells = "  ".join(f"{m}={_fmt_metric(rows.get(m))}" for m in MODELS)
+        print(f"{n:28s} {cells}  T={c['vs_tabnet']} G={c['vs_gbm']}")
+    s = summary(by_dataset)
+    print(
+        f"\nT {s['vs_tabnet'][0]}/{s['vs_tabnet'][1]}  G {s['vs_gbm'][0]}/{s['vs_gbm'][1]}  "
+        f"mean acc gap {100 * s['mean_acc_gap']:.2f} pts  "
+        f"mean rmse excess {100 * s['mean_rmse_excess']:.1f}%  "
+        f"tabsparse fit {s['tabsparse_fit_s']:.0f}s"
+    )
+    if not args.no_write:
+        notes = NOTES_FILE.read_text() if NOTES_FILE.exists() else ""
+        table = render_variants(variants(load_results(), names))
+        notes = notes.replace("<!-- variants -->", table)
+        write_section(README, SECTION, render(by_dataset, caps, args.workers, ts_params, notes))
+        print(f"wrote {SECTION!r} in {README}")
+
+
+if __name__ == "__main__":
+    main()
