@@ -17,4 +17,7 @@ echo "cuda tests exit code: $?" >> "$OUT/cuda_tests.txt"
 # Benchmarks on the GPU.
 timeout 240 "$PYTHON" benchmarks/bench_sparsemax.py --device cuda --readme "$OUT/README_gpu.md" > "$OUT/bench_sparsemax.txt" 2>&1
 echo "bench_sparsemax exit code: $?" >> "$OUT/bench_sparsemax.txt"
+# Whole fit / predict / explain against pytorch-tabnet on the GPU (one repeat, 4 epochs).
+timeout 300 "$PYTHON" benchmarks/bench_speed.py --device cuda --threads 2 --repeats 1 --epochs 4 --readme "$OUT/README_gpu.md" > "$OUT/bench_speed.txt" 2>&1
+echo "bench_speed exit code: $?" >> "$OUT/bench_speed.txt"
 tail -n 3 "$OUT"/*.txt

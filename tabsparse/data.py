@@ -1342,7 +1342,10 @@ default="from_dtype"
             and positions == list(range(table.n_cols))
         ):
             with np.errstate(over="ignore"):
-                out = np.array(arr, dtype=np.float32, order="C", copy=True)
+                out = np.asarray(arr, dtype=np.float32, order="C")
+            if np.shares_memory(out, arr):  # float32 C-ordered input: no copy of a large table,
+                out = out.view()  # but a read-only view, so the caller's array stays untouched
+                out.flags.writeable = False
             if arr.dtype.kind == "f" and arr.dtype.itemsize > 4:
                 _check_finite_block(out, [arr[:, j] for j in range(arr.shape[1])], names)
             elif arr.dtype.kind == "f":

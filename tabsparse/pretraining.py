@@ -192,7 +192,8 @@ def encode_rows(network: nn.Module, data: TensorData, *, batch_size: int = 16384
     parts = []
     try:
         for start, stop in batch_bounds(len(data), batch_size):
-            out = network.encode(data.numeric[start:stop], data.codes[start:stop])  # type: ignore[operator]
+            chunk = data.take(slice(start, stop))
+            out = network.encode(chunk.numeric, chunk.codes)  # type: ignore[operator]
             parts.append(out.float())
     finally:
         network.train(was_training)

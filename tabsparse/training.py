@@ -30,8 +30,8 @@ from tabsparse.distributed import (
     average_buffers,
     broadcast_floats,
     broadcast_int,
-    shard,
 )
+from tabsparse.nn.ghost_bn import flush_statistics
 from tabsparse.nn.network import NetworkOutput
 
 logger = logging.getLogger("tabsparse")
@@ -42,17 +42,27 @@ LR_SCHEDULES = ("constant", "cosine", "onecycle", "exponential")
 @dataclass(frozen=True)
 class TensorData:
     """Encoded rows on one device: numeric ``(n, n_num)``, codes ``(n, n_cat)``, optional target
-    and per-row weight."""
+    and per-row weight.
+
+    With ``rows``, the data is the subset ``rows`` of those tensors (e.g. the training part of a
+    table whose other rows validate) without copying it; :meth:`take` and batches read through
+    it.
+    """
 
     numeric: torch.Tensor
     codes: torch.Tensor
     target: torch.Tensor | None = None
     weight: torch.Tensor | None = None
+    rows: torch.Tensor | None = None
 
     def __len__(self) -> int:
-        return int(self.numeric.shape[0])
+        return int(self.numeric.shape[0] if self.rows is None else self.rows.shape[0])
 
     def take(self, idx: torch.Tensor | slice) -> TensorData:
+        """The rows ``idx`` (positions in this data) as a new, compact TensorData."""
+        if self.rows is not None:
+            idx = self.rows[idx]
+
         def pick(t: torch.Tensor | None) -> torch.Tensor | None:
             return None if t is None else t[idx]
 
@@ -64,23 +74,33 @@ class TensorData:
 
     def mean_weight(self) -> float:
         """Mean sample weight (1 without weights)."""
-        return 1.0 if self.weight is None else float(self.weight.mean())
+        if self.weight is None:
+            return 1.0
+        return float((self.weight if self.rows is None else self.weight[self.rows]).mean())
 
     def n_batches(self, batch_size: int) -> int:
         return len(batch_bounds(len(self), batch_size))
 
     def iter_batches(
-        self, batch_size: int, generator: torch.Generator, ctx: DistContext | None = None
+        self,
+        batch_size: int,
+        generator: torch.Generator,
+        ctx: DistContext | None = None,
+        multiple: int = 1,
     ) -> Iterator[tuple[TensorData, int]]:
         """Shuffled batches; see :func:`iter_batches`."""
-        return iter_batches(self, batch_size, generator, ctx)
+        return iter_batches(self, batch_size, generator, ctx, multiple)
 
     def to(self, device: torch.device) -> TensorData:
         def move(t: torch.Tensor | None) -> torch.Tensor | None:
             return None if t is None else t.to(device, non_blocking=True)
 
         return TensorData(
-            self.numeric.to(device), self.codes.to(device), move(self.target), move(self.weight)
+            self.numeric.to(device),
+            self.codes.to(device),
+            move(self.target),
+            move(self.weight),
+            move(self.rows),
         )
 
 
@@ -103,6 +123,7 @@ class TrainConfig:
     checkpoint_dir: str | os.PathLike[str] | None = None
     checkpoint_every: int = 1
     checkpoint_meta: dict[str, Any] | None = None
+    virtual_batch_size: int | None = None  # in-memory batches become multiples of the split
 
 
 CHECKPOINT_FORMAT = "tabsparse-training-checkpoint-1"
@@ -154,13 +175,31 @@ class TrainingError(FloatingPointError):
     """Training produced a non-finite loss; the network keeps the best weights seen before."""
 
 
-def batch_bounds(n: int, batch_size: int) -> list[tuple[int, int]]:
-    """``ceil(n / batch_size)`` contiguous ``(start, stop)`` ranges of near-equal size."""
+def batch_bounds(n: int, batch_size: int, multiple: int = 1) -> list[tuple[int, int]]:
+    """``ceil(n / batch_size)`` contiguous ``(start, stop)`` ranges of near-equal size.
+
+    With ``multiple > 1`` every range but the last starts and stops on a multiple of it (so ghost
+    batch norm can split each batch into equal virtual batches without copying); the sizes then
+    differ by at most ``multiple`` rows. It is ignored when the batches are too small for it.
+    """
     if n <= 0:
         return []
     n_batches = math.ceil(n / batch_size)
-    edges = [round(i * n / n_batches) for i in range(n_batches + 1)]
+    if multiple > 1 and n >= 2 * multiple * n_batches:
+        edges = [round(i * n / n_batches / multiple) * multiple for i in range(n_batches)]
+        edges.append(n)
+    else:
+        edges = [round(i * n / n_batches) for i in range(n_batches + 1)]
     return list(itertools.pairwise(edges))
+
+
+def batch_multiple(n: int, batch_size: int, virtual_batch_size: int, world_size: int = 1) -> int:
+    """The ``multiple`` for :func:`batch_bounds` that lets every rank's share of a batch split
+    into equal virtual batches of about ``virtual_batch_size`` rows."""
+    if n <= 0:
+        return 1
+    rows_per_rank = n / math.ceil(n / batch_size) / world_size
+    return math.ceil(rows_per_rank / virtual_batch_size) * world_size
 
 
 def iter_batches(
@@ -168,13 +207,19 @@ def iter_batches(
     batch_size: int,
     generator: torch.Generator,
     ctx: DistContext | None = None,
+    multiple: int = 1,
 ) -> Iterator[tuple[TensorData, int]]:
     """Shuffled batches of ``data`` (one permutation drawn from ``generator``), with the size of
-    the global batch; in a distributed fit, each rank gets its shard of every global batch."""
+    the global batch; in a distributed fit, each rank gets its shard of every global batch.
+
+    Rank ``r`` of ``W`` takes rows ``r, r + W, ...`` of each global batch: ghost batch norm's
+    virtual batches (rows ``i::k``) of the shards are then exactly those of the global batch,
+    so ``W`` processes train the same model as one.
+    """
     perm = torch.randperm(len(data), generator=generator).to(data.numeric.device)
-    for start, stop in batch_bounds(len(data), batch_size):
-        lo, hi = shard(start, stop, ctx)
-        yield data.take(perm[lo:hi]), stop - start
+    for start, stop in batch_bounds(len(data), batch_size, multiple):
+        rows = perm[start:stop] if ctx is None else perm[start + ctx.rank : stop : ctx.world_size]
+        yield data.take(rows), stop - start
 
 
 @torch.inference_mode()
@@ -187,7 +232,8 @@ def predict_outputs(
     logits, masks, importance = [], [], []
     try:
         for start, stop in batch_bounds(len(data), batch_size) or [(0, 0)]:
-            out = network(data.numeric[start:stop], data.codes[start:stop])
+            chunk = data.take(slice(start, stop))
+            out = network(chunk.numeric, chunk.codes)
             logits.append(out.logits.float())
             if with_masks:
                 masks.append(out.masks.float())
@@ -260,8 +306,14 @@ class Trainer:
 
     def _optimizer(self) -> torch.optim.Optimizer:
         cfg = self.config
+        params = list(self.network.parameters())
+        # One fused kernel for all parameters (CPU and CUDA) instead of a dozen operations per
+        # parameter tensor: at tabular sizes the per-tensor loop costs more than the arithmetic.
+        fused = all(p.dtype in (torch.float32, torch.float64) for p in params) and all(
+            p.device.type in ("cpu", "cuda") for p in params
+        )
         return torch.optim.AdamW(
-            self.network.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay
+            params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay, fused=fused or None
         )
 
     def _scheduler(
@@ -330,7 +382,7 @@ class Trainer:
             for epoch in range(len(self.history), self._run_start + cfg.max_epochs):
                 tic = time.perf_counter()
                 total = torch.zeros((), device=device)
-                for batch, global_rows in train.iter_batches(cfg.batch_size, self._generator, ctx):
+                for batch, global_rows in self._batches(train, ctx):
                     if self.transform_batch is not None:
                         batch = self.transform_batch(batch, self._generator)
                     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.amp):
@@ -353,6 +405,7 @@ class Trainer:
                         sched.step()
                     total += loss.detach() * (global_rows / world)
                 train_loss = float(all_reduce_sum(total, ctx)) / len(train)
+                flush_statistics(net)  # before buffers are read directly
                 average_buffers(net, ctx)
                 record: dict[str, float] = {
                     "epoch": float(epoch),
@@ -419,6 +472,16 @@ class Trainer:
                 cb.on_fit_end(self)
         return self
 
+    def _batches(
+        self, train: TensorData | BatchSource, ctx: DistContext | None
+    ) -> Iterator[tuple[TensorData, int]]:
+        cfg = self.config
+        if isinstance(train, TensorData) and cfg.virtual_batch_size is not None:
+            world = 1 if ctx is None else ctx.world_size
+            multiple = batch_multiple(len(train), cfg.batch_size, cfg.virtual_batch_size, world)
+            return train.iter_batches(cfg.batch_size, self._generator, ctx, multiple)
+        return train.iter_batches(cfg.batch_size, self._generator, ctx)
+
     def checkpoint_state(self) -> dict[str, Any]:
         """Everything needed to continue this fit exactly: weights, optimiser, schedule, RNG,
         history and early-stopping state (tensors and plain Python values only)."""
@@ -462,6 +525,8 @@ class Trainer:
             self.network.load_state_dict(state)
 
     def _validate(self, val: TensorData) -> dict[str, float]:
+        if val.rows is not None:
+            val = val.take(slice(None))
         out = predict_outputs(self.network, val, batch_size=max(self.config.batch_size, 16384))
         assert val.target is not None
         per_row = self.loss_fn(out.logits, val.target)

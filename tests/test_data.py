@@ -461,9 +461,15 @@ def test_caller_data_is_never_modified() -> None:
     X = np.array([[1.0, np.nan], [3.0, 4.0]], dtype=np.float32)
     X_before = X.copy()
     out = TableEncoder().fit_transform(X)
-    out.numeric[:] = 0.0  # the output must not share memory with the input
+    # float32 input is not copied (large tables), but the view cannot write to the input
+    assert np.shares_memory(out.numeric, X)
+    with pytest.raises(ValueError, match="read-only"):
+        out.numeric[:] = 0.0
     np.testing.assert_array_equal(X, X_before)
     assert X.dtype == np.float32
+    X64 = X.astype(np.float64)
+    out = TableEncoder().fit_transform(X64)
+    assert not np.shares_memory(out.numeric, X64) and out.numeric.flags.writeable
 
     objects = np.array([[1, "a"], [None, "b"]], dtype=object)
     objects_before = copy.deepcopy(objects)

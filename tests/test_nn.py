@@ -19,21 +19,23 @@ from tabsparse.nn.transformers import GLUBlock, make_linears
 
 
 def reference_ghost_bn(x: torch.Tensor, bn: GhostBatchNorm) -> torch.Tensor:
-    """Loop over the near-equal virtual batches with torch's own batch_norm."""
+    """Loop over the virtual batches ``i::k`` with torch's own batch_norm."""
     n = x.shape[0]
     k = max(1, math.ceil(n / bn.virtual_batch_size))
-    sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
-    outs = []
-    for chunk in torch.split(x, sizes):
-        outs.append(
-            torch.nn.functional.batch_norm(
-                chunk, None, None, bn.weight, bn.bias, training=True, eps=bn.eps
-            )
+    out = torch.empty_like(x)
+    for i in range(k):
+        rows = torch.arange(i, n, k)
+        assert len(rows) in (n // k, n // k + 1)  # near-equal sizes
+        if len(rows) == 1:  # a one-row batch normalises to zero: the output is the bias
+            out[rows] = bn.bias.expand(1, -1) + 0.0 * x[rows]
+            continue
+        out[rows] = torch.nn.functional.batch_norm(
+            x[rows], None, None, bn.weight, bn.bias, training=True, eps=bn.eps
         )
-    return torch.cat(outs)
+    return out
 
 
-@pytest.mark.parametrize("n", [2, 7, 128, 129, 300, 1000])
+@pytest.mark.parametrize("n", [2, 7, 128, 129, 256, 300, 1000, 1024, 1021])
 def test_ghost_bn_matches_loop_over_virtual_batches(n: int) -> None:
     torch.manual_seed(0)
     bn = GhostBatchNorm(5, virtual_batch_size=128).double()
@@ -42,6 +44,55 @@ def test_ghost_bn_matches_loop_over_virtual_batches(n: int) -> None:
         bn.bias.normal_()
     x = torch.randn(n, 5, dtype=torch.float64) * 3 + 1
     torch.testing.assert_close(bn(x), reference_ghost_bn(x, bn))
+
+
+@pytest.mark.parametrize(("n", "vbs"), [(1024, 128), (1021, 128), (3, 2), (5, 2), (9, 4)])
+def test_ghost_bn_gradients_and_running_stats_match_the_loop(n: int, vbs: int) -> None:
+    torch.manual_seed(1)
+    bn = GhostBatchNorm(3, virtual_batch_size=vbs, momentum=0.1).double()
+    with torch.no_grad():
+        bn.weight.uniform_(0.5, 2)
+        bn.bias.normal_()
+    x = (torch.randn(n, 3, dtype=torch.float64) * 2 + 1).requires_grad_()
+    g = torch.randn(n, 3, dtype=torch.float64)
+    (gx,) = torch.autograd.grad((bn(x) * g).sum(), x)
+    x_ref = x.detach().clone().requires_grad_()
+    (gx_ref,) = torch.autograd.grad((reference_ghost_bn(x_ref, bn) * g).sum(), x_ref)
+    torch.testing.assert_close(gx, gx_ref)
+    # first update: running stats = mean over virtual batches (of >1 row) of their statistics
+    k = max(1, math.ceil(n / vbs))
+    groups = [x.detach()[i::k] for i in range(k) if len(range(i, n, k)) > 1]
+    torch.testing.assert_close(bn.running_mean, torch.stack([r.mean(0) for r in groups]).mean(0))
+    torch.testing.assert_close(bn.running_var, torch.stack([r.var(0) for r in groups]).mean(0))
+
+
+def test_ghost_bn_running_stats_equal_an_update_after_every_call() -> None:
+    # statistics are recorded and folded in later; the result must equal updating every call
+    torch.manual_seed(2)
+    bn = GhostBatchNorm(3, virtual_batch_size=16, momentum=0.1).double()
+    ref_mean, ref_var = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
+    for step, n in enumerate([64, 61, 64, 33, 2, 64] * 12, start=1):  # > one flush interval
+        x = torch.randn(n, 3, dtype=torch.float64) * 3 + step % 5
+        bn(x)
+        k = max(1, math.ceil(n / 16))
+        groups = [x[i::k] for i in range(k) if len(range(i, n, k)) > 1]
+        w = max(0.1, 1.0 / step)
+        ref_mean = (1 - w) * ref_mean + w * torch.stack([g.mean(0) for g in groups]).mean(0)
+        ref_var = (1 - w) * ref_var + w * torch.stack([g.var(0) for g in groups]).mean(0)
+        if step in (1, 7, 64, 65, 72):  # reading at any point gives the up-to-date value
+            torch.testing.assert_close(bn.running_mean, ref_mean)
+            torch.testing.assert_close(bn.running_var, ref_var)
+    state = bn.state_dict()
+    torch.testing.assert_close(state["running_mean"], ref_mean)
+    assert int(state["num_batches_tracked"]) == 72
+
+
+def test_ghost_bn_loading_a_state_discards_unfolded_statistics() -> None:
+    bn = GhostBatchNorm(2, virtual_batch_size=4)
+    saved = {k: v.clone() for k, v in bn.state_dict().items()}
+    bn(torch.randn(8, 2) + 5)
+    bn.load_state_dict(saved)
+    torch.testing.assert_close(bn.eval().running_mean, saved["running_mean"])
 
 
 def test_ghost_bn_has_no_one_row_tail() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import numpy as np
 import pytest
@@ -444,14 +445,15 @@ def adversarial_rows(d: int) -> torch.Tensor:
 def count_passes(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
     """Count calls of the step function of ``name``."""
     calls = [0]
-    attr = "_sparsemax_step" if name == "sparsemax" else "_entmax15_step"
-    original = getattr(smod, attr)
+    attrs = ["_sparsemax_step", "_michelot_pass"] if name == "sparsemax" else ["_entmax15_step"]
+    for attr in attrs:
+        original = getattr(smod, attr)
 
-    def counting(*args: object) -> object:
-        calls[0] += 1
-        return original(*args)
+        def counting(*args: object, original: Any = original) -> object:
+            calls[0] += 1
+            return original(*args)
 
-    monkeypatch.setattr(smod, attr, counting)
+        monkeypatch.setattr(smod, attr, counting)
     return calls
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -16,6 +17,7 @@ from tabsparse.training import (
     Trainer,
     TrainingError,
     batch_bounds,
+    batch_multiple,
     predict_outputs,
 )
 
@@ -59,6 +61,31 @@ def test_batch_bounds_are_near_equal_and_cover_all_rows(
     n: int, batch_size: int, expected: list[tuple[int, int]]
 ) -> None:
     assert batch_bounds(n, batch_size) == expected
+
+
+@pytest.mark.parametrize(
+    ("n", "batch_size", "vbs"),
+    [(50_000, 1024, 128), (45_000, 1024, 128), (1100, 1024, 128), (3000, 512, 100)],
+)
+def test_batch_bounds_make_batches_that_split_into_equal_virtual_batches(
+    n: int, batch_size: int, vbs: int
+) -> None:
+    multiple = batch_multiple(n, batch_size, vbs)
+    bounds = batch_bounds(n, batch_size, multiple)
+    assert len(bounds) == math.ceil(n / batch_size)
+    assert bounds[0][0] == 0 and bounds[-1][1] == n
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(bounds))
+    sizes = [stop - start for start, stop in bounds]
+    assert max(sizes) <= batch_size + multiple and min(sizes) > 0
+    for size in sizes[:-1]:  # every batch but the last splits without a remainder
+        assert size % math.ceil(size / vbs) == 0
+
+
+def test_batch_multiple_accounts_for_every_rank() -> None:
+    assert batch_multiple(50_000, 1024, 128) == 8
+    assert batch_multiple(50_000, 1024, 128, world_size=2) == 8  # 4 virtual batches per rank
+    assert batch_multiple(50_000, 1024, 100, world_size=2) == 12
+    assert batch_multiple(0, 1024, 128) == 1
 
 
 def test_training_reduces_the_loss_and_records_history() -> None:

@@ -8,6 +8,7 @@ inputs, encodes tables once with :class:`tabsparse.data.TableEncoder`, hands ten
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import os
 import sys
@@ -117,6 +118,12 @@ def _open_on_disk(X: Any, y: Any) -> tuple[DiskRows | ParquetRows, Any]:
 
 
 def _to_tensor(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    """A tensor over ``array`` without copying when it is C-ordered. Read-only arrays (encoded
+    views of the caller's data) are shared as well: the library never writes to its inputs."""
+    if array.flags.c_contiguous and not array.flags.writeable:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            return torch.from_numpy(array).to(device)
     return torch.from_numpy(np.require(array, requirements=["C", "W"])).to(device)
 
 
@@ -438,6 +445,7 @@ class TabNetBase(BaseEstimator):
             encoded = self.encoder_.fit_transform(X)
             self._set_feature_attributes()
         val_parts: tuple[EncodedTable, np.ndarray, np.ndarray | None] | None = None
+        train_rows = None
         if X_val is not None:
             val_parts = self._val_table(X_val, y_val, sample_weight_val)
         elif self._use_early_stopping(len(y_arr)):
@@ -447,9 +455,10 @@ class TabNetBase(BaseEstimator):
                 y_arr[val_idx],
                 None if sw is None else sw[val_idx],
             )
-            encoded, y_arr = encoded.take(train_idx), y_arr[train_idx]
-            sw = None if sw is None else sw[train_idx]
+            train_rows = torch.from_numpy(train_idx).to(device)  # a view: no copy of the table
         train = self._tensor_data(encoded, y_arr, sw, device)
+        if train_rows is not None:
+            train = dataclasses.replace(train, rows=train_rows)
         val = None if val_parts is None else self._tensor_data(*val_parts, device)
         return train, val
 
@@ -471,6 +480,7 @@ class TabNetBase(BaseEstimator):
                 seed=seed,
                 verbose=self.verbose,
                 amp=device.type == "cuda",
+                virtual_batch_size=self.virtual_batch_size,
                 checkpoint_dir=self.checkpoint_dir,
                 checkpoint_every=self.checkpoint_every,
                 checkpoint_meta=self._checkpoint_meta(len(train), seed),

@@ -1,18 +1,31 @@
 """Ghost batch normalisation: batch norm over small virtual batches.
 
-During training the batch is cut into ``ceil(n / virtual_batch_size)`` virtual batches of near-equal
-size (sizes differ by at most one row, so there is never a ragged one-row tail) and each one is
-normalised with its own statistics, all in one vectorised operation per size class — no Python loop
-over chunks. In eval mode the layer is an ordinary batch norm with the running statistics and never
-branches on the batch size, so it exports with a dynamic batch dimension.
+During training a batch of ``n`` rows is cut into ``k = ceil(n / virtual_batch_size)`` virtual
+batches of near-equal size (sizes differ by at most one row, so there is never a ragged one-row
+tail) and each one is normalised with its own statistics. Virtual batch ``i`` holds rows ``i, i + k,
+i + 2k, ...`` (batches are shuffled, so any fixed assignment is as random as another): when ``k``
+divides ``n`` the ``(n, C)`` batch *is* a ``(n / k, k * C)`` matrix with one column per virtual
+batch and channel, and a single call of PyTorch's fused batch norm normalises all of them without
+copying anything. The trainer makes batch sizes multiples of ``k`` where it can; other sizes take
+two calls and a few copies. No Python loop over virtual batches either way.
+
+In eval mode the layer is an ordinary batch norm with the running statistics and never branches on
+the batch size, so it exports with a dynamic batch dimension.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import nn
+
+_STAT_BUFFERS = frozenset({"running_mean", "running_var", "num_batches_tracked"})
+_FLUSH_EVERY = 64  # bounds the memory held by recorded statistics
+
+# statistics of one training call: (mean (k, C), 1 / sqrt(biased var + eps) (k, C), rows) per part
+_Update = list[tuple[torch.Tensor, torch.Tensor, int]]
 
 
 class GhostBatchNorm(nn.Module):
@@ -58,6 +71,7 @@ class GhostBatchNorm(nn.Module):
             raise ValueError(f"{virtual_batch_size=} must be >= 1")
         if not 0.0 <= momentum <= 1.0:
             raise ValueError(f"{momentum=} must be in [0, 1]")
+        self._pending: list[_Update] = []
         self.num_features = num_features
         self.virtual_batch_size = virtual_batch_size
         self.momentum = momentum
@@ -70,6 +84,7 @@ class GhostBatchNorm(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        self.__dict__["_pending"] = []
         nn.init.ones_(self.weight)
         nn.init.zeros_(self.bias)
         self.running_mean.zero_()
@@ -82,58 +97,139 @@ class GhostBatchNorm(nn.Module):
             f"momentum={self.momentum}, eps={self.eps}"
         )
 
+    # ---- running statistics, updated lazily ---------------------------------------------------
+    # Each training call only records its virtual batches' statistics (tensors batch norm
+    # computed anyway); they are folded into the running buffers in one closed-form update when
+    # anything reads them (eval mode, state_dict, attribute access, moving the module) or every
+    # ``_FLUSH_EVERY`` calls. The result equals updating after every call.
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _STAT_BUFFERS and self.__dict__.get("_pending"):
+            self.flush_statistics()
+        return super().__getattr__(name)
+
+    def train(self, mode: bool = True) -> GhostBatchNorm:
+        if not mode:
+            self.flush_statistics()
+        return super().train(mode)
+
+    def _apply(self, fn: Any, recurse: bool = True) -> GhostBatchNorm:
+        self.flush_statistics()
+        return super()._apply(fn, recurse)
+
+    def _save_to_state_dict(self, destination: Any, prefix: str, keep_vars: bool) -> None:
+        self.flush_statistics()
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+
+    def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
+        self.__dict__["_pending"] = []  # statistics of the replaced state are void
+        super()._load_from_state_dict(*args, **kwargs)
+
+    @torch.no_grad()
+    def flush_statistics(self) -> None:
+        """Fold the recorded virtual-batch statistics into ``running_mean`` / ``running_var``.
+
+        Update ``t`` (of ``T``) has weight ``w_t = max(momentum, 1 / (tracked + t))``; the
+        sequence ``r <- (1 - w_t) r + w_t m_t`` is applied in closed form:
+        ``r_T = r_0 prod(1 - w) + sum_t w_t prod_{s > t}(1 - w_s) m_t``.
+        """
+        pending = self.__dict__.get("_pending")
+        if not pending:
+            return
+        self.__dict__["_pending"] = []
+        buffers = self._buffers
+        running_mean, running_var = buffers["running_mean"], buffers["running_var"]
+        tracked = buffers["num_batches_tracked"]
+        assert running_mean is not None and running_var is not None and tracked is not None
+        start = int(tracked)
+        weights = [max(self.momentum, 1.0 / (start + t)) for t in range(1, len(pending) + 1)]
+        keep = 1.0
+        coefs = [0.0] * len(pending)
+        for t in range(len(pending) - 1, -1, -1):
+            coefs[t] = weights[t] * keep
+            keep *= 1.0 - weights[t]
+        # one row per virtual batch: its mean, 1 / sqrt(biased variance + eps) and row count;
+        # update t spreads its weight evenly over its virtual batches
+        parts = [
+            (c / sum(p[0].shape[0] for p in update), part)
+            for c, update in zip(coefs, pending, strict=True)
+            for part in update
+        ]
+        row_coefs = torch.cat(
+            [torch.full((part[0].shape[0],), c, dtype=torch.float64) for c, part in parts]
+        ).to(device=running_mean.device, dtype=running_mean.dtype)
+        means = torch.cat([part[0] for _, part in parts]).to(running_mean.dtype)
+        inv = torch.cat([part[1] for _, part in parts]).to(running_var.dtype)
+        unbias = torch.cat(
+            [
+                torch.full((part[0].shape[0], 1), part[2] / (part[2] - 1), dtype=torch.float64)
+                for _, part in parts
+            ]
+        ).to(device=running_var.device, dtype=running_var.dtype)
+        variances = (inv.pow(-2) - self.eps).clamp_(min=0.0) * unbias
+        running_mean.mul_(keep).add_(row_coefs @ means)
+        running_var.mul_(keep).add_(row_coefs @ variances)
+        tracked.add_(len(pending))
+
+    # ---- forward -----------------------------------------------------------------------------
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training:
             scale = self.weight * torch.rsqrt(self.running_var + self.eps)
             shift = self.bias - self.running_mean * scale
             return torch.addcmul(shift, x, scale)
-        n = x.shape[0]
-        n_chunks = max(1, math.ceil(n / self.virtual_batch_size))
-        base, n_big = divmod(n, n_chunks)
-        split = n_big * (base + 1)
-        parts = []
-        means = []
-        variances = []
-        for rows, size in ((x[:split], base + 1), (x[split:], base)):
-            if rows.shape[0] == 0:
-                continue
-            out, mean, var = self._normalise(rows, size)
-            parts.append(out)
-            if mean is not None and var is not None:
-                means.append(mean)
-                variances.append(var)
-        if self.momentum > 0 and means:
-            self._update_running(torch.cat(means), torch.cat(variances))
-        return parts[0] if len(parts) == 1 else torch.cat(parts)
+        n, c = x.shape
+        k = max(1, math.ceil(n / self.virtual_batch_size))
+        size, extra = divmod(n, k)
+        if size == 1 and extra == 0:  # one-row virtual batches normalise to zero
+            return self.bias.expand(n, c) + 0.0 * x
+        if extra == 0:  # virtual batch i = rows i, i + k, ...: a free (size, k * c) view
+            out, part = self._normalise(x.reshape(size, k * c), c)
+            out, update = out.view(n, c), [part]
+        else:
+            out, update = self._normalise_ragged(x, k, size, extra)
+        if self.momentum > 0:
+            pending = self.__dict__.setdefault("_pending", [])
+            pending.append(update)
+            if len(pending) >= _FLUSH_EVERY:
+                self.flush_statistics()
+        return torch.addcmul(self.bias, out, self.weight)
 
     def _normalise(
-        self, rows: torch.Tensor, size: int
-    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        """Normalise ``rows`` in virtual batches of ``size`` rows.
-
-        The virtual batches are laid side by side as extra channels of a ``(size, k * C)`` view,
-        so one call of PyTorch's fused batch norm (forward and backward) does all of them; its
-        running buffers, with momentum 1, hand back each virtual batch's mean and unbiased
-        variance.
-        """
-        c = self.num_features
-        k = rows.shape[0] // size
-        if size == 1:  # a single row normalises to zero: the output is the bias
-            return self.bias.expand(rows.shape[0], c) + 0.0 * rows, None, None
-        side = rows.reshape(k, size, c).transpose(0, 1).reshape(size, k * c)
-        mean = torch.zeros(k * c, dtype=self.weight.dtype, device=rows.device)
-        var = torch.ones(k * c, dtype=self.weight.dtype, device=rows.device)
-        out = nn.functional.batch_norm(
-            side, mean, var, self.weight.repeat(k), self.bias.repeat(k), True, 1.0, self.eps
+        self, side: torch.Tensor, c: int
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, int]]:
+        """Batch-normalise each column of ``side`` (no affine) with one fused call; also return
+        the statistics of its virtual batches (``c`` channels each)."""
+        out, mean, invstd = torch.native_batch_norm(
+            side, None, None, None, None, True, 0.0, self.eps
         )
-        out = out.reshape(size, k, c).transpose(0, 1).reshape(k * size, c)
-        return out, mean.view(k, c), var.view(k, c)
+        return out, (mean.view(-1, c), invstd.view(-1, c), side.shape[0])
 
-    @torch.no_grad()
-    def _update_running(self, means: torch.Tensor, variances: torch.Tensor) -> None:
-        self.num_batches_tracked += 1
-        weight = torch.clamp(
-            1.0 / self.num_batches_tracked.to(self.running_mean.dtype), min=self.momentum
-        )
-        self.running_mean.lerp_(means.mean(dim=0).to(self.running_mean.dtype), weight)
-        self.running_var.lerp_(variances.mean(dim=0).to(self.running_var.dtype), weight)
+    def _normalise_ragged(
+        self, x: torch.Tensor, k: int, size: int, extra: int
+    ) -> tuple[torch.Tensor, _Update]:
+        """Virtual batches ``i::k`` when ``k`` does not divide the batch: the first ``extra``
+        hold ``size + 1`` rows (the last rows of the batch), the others ``size``."""
+        c = x.shape[1]
+        head = x[: size * k].reshape(size, k, c)
+        tail = x[size * k :].reshape(1, extra, c)
+        big = torch.cat([head[:, :extra], tail]).reshape(size + 1, extra * c)
+        out_big, part = self._normalise(big, c)
+        out_big = out_big.view(size + 1, extra, c)
+        update = [part]
+        small = head[:, extra:]
+        if size == 1:  # one-row virtual batches normalise to zero (and teach no statistics)
+            out_small = small * 0.0
+        else:
+            out_small, part = self._normalise(small.reshape(size, -1), c)
+            out_small = out_small.view(size, k - extra, c)
+            update.append(part)
+        body = torch.cat([out_big[:size], out_small], dim=1)
+        return torch.cat([body.view(size * k, c), out_big[size]]), update
+
+
+def flush_statistics(module: nn.Module) -> None:
+    """Fold recorded statistics into the running buffers of every ghost batch norm in
+    ``module`` (needed only before reading buffers through ``module.buffers()``)."""
+    for m in module.modules():
+        if isinstance(m, GhostBatchNorm):
+            m.flush_statistics()

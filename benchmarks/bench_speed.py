@@ -1,0 +1,259 @@
+"""Whole-fit, predict and explain speed of tabsparse against pytorch-tabnet, same model.
+
+Both libraries train the same TabNet (n_d = n_a = 8, 3 steps, gamma 1.3, 2 shared + 2
+step-specific GLU layers, sparsemax masks, BN momentum 0.02, lambda_sparse 1e-3) with the same
+optimiser (Adam, learning rate 0.02, no schedule, gradient norm clipped at 1), batch size 1024,
+virtual batch size 128 and number of epochs, on the same rows (covtype_50k_sample: 54 numeric
+features, 7 classes; an 80/20 split with seed 0), without a validation set or early stopping.
+
+Every measurement runs in a fresh worker process (so that its peak memory is its own), and the
+workers of the two libraries alternate (interleaved repeats). Each worker reports:
+
+* ``fit_s`` — wall time of ``fit(X, y)`` as a user sees it (pytorch-tabnet includes the
+  feature importances it computes at the end of every fit; tabsparse computes them too);
+* ``predict_rows_s`` / ``explain_rows_s`` — rows per second of ``predict_proba`` / ``explain``
+  over the training rows;
+* ``accuracy`` on the held-out rows;
+* ``rss_peak_mb`` — peak resident memory of the worker, and ``rss_base_mb`` after imports and
+  loading the data.
+
+Usage::
+
+    python benchmarks/bench_speed.py                    # 1 and 2 threads, 3 repeats, README
+    python benchmarks/bench_speed.py --repeats 1 --threads 1 --no-write
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+README = HERE / "README.md"
+RESULTS = HERE / "results" / "speed.jsonl"
+SECTION = "## Speed against pytorch-tabnet"
+LIBRARIES = ("tabsparse", "pytorch-tabnet")
+ARCH = {"n_d": 8, "n_a": 8, "n_steps": 3, "gamma": 1.3, "n_independent": 2, "n_shared": 2}
+TRAIN = {"momentum": 0.02, "lambda_sparse": 1e-3, "batch_size": 1024, "virtual_batch_size": 128}
+LEARNING_RATE = 0.02
+
+
+def datasets_dir() -> Path:
+    return Path(os.environ.get("TABSPARSE_DATASETS", HERE.parents[1] / "shared" / "datasets"))
+
+
+def load_data() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, str]:
+    """covtype_50k_sample (or synthetic rows of the same shape when it is absent)."""
+    path = datasets_dir() / "covtype_50k_sample" / "covtype_50k_sample.csv.gz"
+    rng = np.random.default_rng(0)
+    if path.exists():
+        import pandas as pd
+
+        frame = pd.read_csv(path)
+        y = frame.pop("Cover_Type").to_numpy()
+        X = frame.to_numpy(np.float32)
+        name = "covtype_50k_sample"
+    else:  # pragma: no cover - without ../shared
+        X = rng.normal(size=(50_000, 54)).astype(np.float32)
+        y = (X[:, :3].sum(axis=1) > 0).astype(np.int64)
+        name = "synthetic 50,000 x 54"
+    perm = rng.permutation(len(y))
+    cut = int(0.8 * len(y))
+    tr, te = perm[:cut], perm[cut:]
+    return X[tr], y[tr], X[te], y[te], name
+
+
+def rss_mb() -> float:
+    """Current resident memory of this process (MB)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def worker(library: str, threads: int, epochs: int, device: str = "cpu") -> dict[str, Any]:
+    """One measurement in this (fresh) process."""
+    import torch
+
+    torch.set_num_threads(threads)
+    X, y, X_test, y_test, _ = load_data()
+    if library == "tabsparse":
+        from tabsparse import TabNetClassifier
+
+        model: Any = TabNetClassifier(
+            **ARCH,
+            **TRAIN,
+            max_epochs=epochs,
+            learning_rate=LEARNING_RATE,
+            lr_schedule="constant",
+            early_stopping=False,
+            device=device,
+            random_state=0,
+        )
+        fit = lambda: model.fit(X, y)  # noqa: E731
+        explain = lambda rows: model.explain(rows)  # noqa: E731
+    else:
+        from pytorch_tabnet.tab_model import TabNetClassifier as PTTabNetClassifier
+
+        model = PTTabNetClassifier(
+            **ARCH,
+            momentum=TRAIN["momentum"],
+            lambda_sparse=TRAIN["lambda_sparse"],
+            optimizer_params={"lr": LEARNING_RATE},
+            clip_value=1,
+            seed=0,
+            verbose=0,
+            device_name=device,
+        )
+        fit = lambda: model.fit(  # noqa: E731
+            X,
+            y,
+            max_epochs=epochs,
+            patience=0,
+            batch_size=TRAIN["batch_size"],
+            virtual_batch_size=TRAIN["virtual_batch_size"],
+            drop_last=False,
+        )
+        explain = lambda rows: model.explain(rows)  # noqa: E731
+    base = rss_mb()
+    t0 = time.perf_counter()
+    fit()
+    fit_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    model.predict_proba(X)
+    predict_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    explain(X)
+    explain_s = time.perf_counter() - t0
+    accuracy = float(np.mean(model.predict(X_test).astype(y_test.dtype) == y_test))
+    gpu_mb = torch.cuda.max_memory_allocated() / 1e6 if device == "cuda" else None
+    return {
+        "library": library,
+        "device": device,
+        "gpu_peak_mb": gpu_mb,
+        "threads": threads,
+        "epochs": epochs,
+        "rows": len(y),
+        "fit_s": fit_s,
+        "predict_rows_s": len(y) / predict_s,
+        "explain_rows_s": len(y) / explain_s,
+        "accuracy": accuracy,
+        "rss_base_mb": base,
+        "rss_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3,
+    }
+
+
+def run_worker(library: str, threads: int, epochs: int, device: str) -> dict[str, Any]:
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    env["PYTHONWARNINGS"] = "ignore"
+    cmd = [sys.executable, __file__, "--worker", library, "--threads", str(threads)]
+    cmd += ["--epochs", str(epochs), "--device", device]
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def summarise(records: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """Markdown table rows (median of the repeats) and the verdict lines."""
+    rows, verdict = [], []
+    for threads in sorted({r["threads"] for r in records}):
+        med: dict[str, dict[str, float]] = {}
+        for lib in LIBRARIES:
+            mine = [r for r in records if r["library"] == lib and r["threads"] == threads]
+            keys = ("fit_s", "predict_rows_s", "explain_rows_s", "accuracy", "rss_peak_mb")
+            med[lib] = {k: statistics.median(r[k] for r in mine) for k in keys}
+            m = med[lib]
+            rows.append(
+                f"| {threads} | {lib} | {m['fit_s']:.1f} | {m['predict_rows_s']:,.0f} | "
+                f"{m['explain_rows_s']:,.0f} | {m['accuracy']:.4f} | {m['rss_peak_mb']:,.0f} |"
+            )
+        a, b = med["tabsparse"], med["pytorch-tabnet"]
+        verdict.append(
+            f"- {threads} thread(s): fit **{b['fit_s'] / a['fit_s']:.1f}x** faster "
+            f"(target 3x), predict **{a['predict_rows_s'] / b['predict_rows_s']:.1f}x** and "
+            f"explain **{a['explain_rows_s'] / b['explain_rows_s']:.1f}x** (targets 5x), "
+            f"accuracy {a['accuracy']:.4f} vs {b['accuracy']:.4f}, peak memory "
+            f"{a['rss_peak_mb']:,.0f} vs {b['rss_peak_mb']:,.0f} MB."
+        )
+    return rows, verdict
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=8)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--readme", type=Path, default=README, help="file the table goes to")
+    parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--worker", choices=LIBRARIES, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.threads[0], args.epochs, args.device)))
+        return
+    sys.path.insert(0, str(HERE))
+    from _readme import cpu_model, load_average, write_section
+
+    records = []
+    load_before = load_average()
+    for rep in range(args.repeats):
+        for threads in args.threads:
+            for lib in LIBRARIES if rep % 2 == 0 else LIBRARIES[::-1]:
+                rec = run_worker(lib, threads, args.epochs, args.device)
+                rec["repeat"] = rep
+                records.append(rec)
+                print(json.dumps(rec), flush=True)
+    rows, verdict = summarise(records)
+    print("\n".join(rows + verdict))
+    if args.no_write:
+        return
+    import torch
+
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    where = (
+        f"{torch.cuda.get_device_name(0)} (CUDA)"
+        if args.device == "cuda"
+        else f"{cpu_model()}, {os.cpu_count()} cores"
+    )
+    RESULTS.parent.mkdir(exist_ok=True)
+    with RESULTS.open("a") as f:
+        for rec in records:
+            f.write(json.dumps({"date": stamp, **rec}) + "\n")
+    _, _, _, _, name = load_data()
+    body = "\n".join(
+        [
+            f"`python benchmarks/bench_speed.py --device {args.device}` — {stamp}; {where}, "
+            f"torch {torch.__version__}, Python {platform.python_version()}; one-minute "
+            f"load average {load_before} before the run and {load_average()} after (the machine "
+            "is shared: the two libraries alternate, so compare ratios).",
+            "",
+            f"{name}, {records[0]['rows']:,} training rows, {args.epochs} epochs, the same "
+            "TabNet in both (n_d = n_a = 8, 3 steps, batch 1024, virtual batch 128, Adam 0.02, "
+            "no schedule, no validation). Median of "
+            f"{args.repeats} fresh processes per cell; predict and explain run over the "
+            "training rows.",
+            "",
+            "| threads | library | fit (s) | predict (rows/s) | explain (rows/s) | accuracy "
+            "| peak RSS (MB) |",
+            "|---:|---|---:|---:|---:|---:|---:|",
+            *rows,
+            "",
+            *verdict,
+            "",
+        ]
+    )
+    section = SECTION if args.device == "cpu" else f"{SECTION} (GPU)"
+    write_section(args.readme, section, body)
+
+
+if __name__ == "__main__":
+    main()
