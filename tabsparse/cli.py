@@ -421,7 +421,14 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     X = _model_features(model, read_table(args.data), args.data)
     if args.proba:
         proba = model.predict_proba(X)
-        frame = pd.DataFrame(proba, columns=[str(c) for c in model.classes_])
+        if isinstance(proba, list):  # multi-task: one block of columns per task, "task:class"
+            blocks = [
+                pd.DataFrame(p, columns=[f"{j}:{c}" for c in classes])
+                for j, (p, classes) in enumerate(zip(proba, model.classes_, strict=True))
+            ]
+            frame = pd.concat(blocks, axis=1)
+        else:
+            frame = pd.DataFrame(proba, columns=[str(c) for c in model.classes_])
     else:
         pred = model.predict(X)
         if pred.ndim == 1:
@@ -478,7 +485,10 @@ def _model_summary(model: Any) -> dict[str, Any]:
 
     summary: dict[str, Any] = {"estimator": type(model).__name__}
     if hasattr(model, "classes_"):
-        summary["classes"] = [c.item() if isinstance(c, np.generic) else c for c in model.classes_]
+        classes = model.classes_
+        groups = classes if isinstance(classes, list) else [classes]  # multi-task: one per task
+        plain = [[c.item() if isinstance(c, np.generic) else c for c in g] for g in groups]
+        summary["classes"] = plain if isinstance(classes, list) else plain[0]
     elif hasattr(model, "n_outputs_"):
         summary["n_outputs"] = int(model.n_outputs_)
     summary["columns"] = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -255,26 +256,71 @@ def _saved_and_loaded(clf: TabNetClassifier, path: Path) -> TabNetClassifier:
     return tabsparse.load(path)  # type: ignore[return-value]
 
 
-def test_model_file_with_inconsistent_target_attributes_is_refused(
-    mt_model: tuple, tmp_path: Path
-) -> None:
+def _edited_model_file(path: Path, edit: Any) -> Path:
+    """A copy of the model file at ``path`` with ``edit(doc)`` applied to its JSON document."""
     import json
     import zipfile
 
-    clf = mt_model[0]
-    path = tmp_path / "m.tabsparse"
-    tabsparse.save(clf, path)
     with zipfile.ZipFile(path) as zf:
         members = {i.filename: zf.read(i) for i in zf.infolist()}
     doc = json.loads(members["tabsparse.json"])
-    doc["attributes"]["n_outputs_"] = 3
+    edit(doc)
     members["tabsparse.json"] = json.dumps(doc).encode()
-    bad = tmp_path / "bad.tabsparse"
-    with zipfile.ZipFile(bad, "w") as zf:
+    out = path.with_name("edited.tabsparse")
+    with zipfile.ZipFile(out, "w") as zf:
         for name, data in members.items():
             zf.writestr(name, data)
+    return out
+
+
+def test_model_file_with_inconsistent_target_attributes_is_refused(
+    mt_model: tuple, tmp_path: Path
+) -> None:
+    path = tmp_path / "m.tabsparse"
+    tabsparse.save(mt_model[0], path)
+    bad = _edited_model_file(path, lambda doc: doc["attributes"].update(n_outputs_=3))
     with pytest.raises(tabsparse.ModelFileError, match="must be a list of 3 arrays"):
         tabsparse.load(bad)
+
+
+def test_model_file_from_before_multi_output_loads_as_single_output(tmp_path: Path) -> None:
+    X, Y = multilabel_data(200)
+    clf = TabNetClassifier(max_epochs=2, random_state=0, device="cpu").fit(X, Y[:, 1])
+    path = tmp_path / "m.tabsparse"
+    tabsparse.save(clf, path)
+
+    def older(doc: dict[str, Any]) -> None:  # the layout written before multi-output support
+        for name in ("n_outputs_", "_target_kind"):
+            del doc["attributes"][name]
+        del doc["params"]["multilabel_loss"]
+
+    loaded = tabsparse.load(_edited_model_file(path, older))
+    assert loaded._target_kind == "single" and "n_outputs_" not in vars(loaded)
+    np.testing.assert_array_equal(loaded.predict_proba(X), clf.predict_proba(X))
+
+
+def test_command_line_predicts_and_describes_multi_output(
+    mt_model: tuple, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    import json
+
+    from tabsparse.cli import main
+
+    clf, X, _ = mt_model
+    tabsparse.save(clf, tmp_path / "mt.tabsparse")
+    X.iloc[:5].to_csv(tmp_path / "x.csv", index=False)
+    model, data = str(tmp_path / "mt.tabsparse"), str(tmp_path / "x.csv")
+    assert main(["predict", model, data, "-o", str(tmp_path / "p.csv"), "--proba"]) == 0
+    proba = pd.read_csv(tmp_path / "p.csv")
+    assert list(proba.columns) == ["0:neg", "0:pos", "1:large", "1:medium", "1:small"]
+    np.testing.assert_allclose(proba.to_numpy(), np.hstack(clf.predict_proba(X.iloc[:5])), 1e-4)
+    assert main(["predict", model, data, "-o", str(tmp_path / "l.csv")]) == 0
+    labels = pd.read_csv(tmp_path / "l.csv")
+    assert labels.to_numpy().tolist() == clf.predict(X.iloc[:5]).tolist()
+    capsys.readouterr()
+    assert main(["info", model, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["classes"] == [["neg", "pos"], ["large", "medium", "small"]]
 
 
 def test_export_refuses_multi_output(ml_model: TabNetClassifier, tmp_path: Path) -> None:
@@ -348,3 +394,21 @@ def test_clone_keeps_multilabel_loss() -> None:
     assert clf.get_params()["multilabel_loss"] == "bce"
     with pytest.raises(ValueError, match="multilabel_loss"):
         TabNetClassifier(multilabel_loss="softmax").fit(np.zeros((4, 1)), [0, 1, 0, 1])
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        "check_classifier_multioutput",
+        "check_classifiers_multilabel_representation_invariance",
+        "check_classifiers_multilabel_output_format_predict",
+        "check_classifiers_multilabel_output_format_predict_proba",
+    ],
+)
+def test_bce_passes_sklearn_multilabel_checks(check: str) -> None:
+    """test_estimators.py runs every check with the default (sparsemax) loss; "bce" also passes
+    the one sparsemax declares (its scores lie strictly inside (0, 1))."""
+    from sklearn.utils import estimator_checks
+
+    clf = TabNetClassifier(multilabel_loss="bce", max_epochs=20, random_state=0, device="cpu")
+    getattr(estimator_checks, check)("TabNetClassifier", clf)
