@@ -207,6 +207,20 @@ def test_multitask_class_weight_and_stratify_free_split(mt_model: tuple) -> None
         TabNetClassifier(class_weight=[{"neg": 1.0}], max_epochs=1, device="cpu").fit(X, y)
 
 
+def test_multitask_validation_scoring(mt_model: tuple) -> None:
+    _, X, y = mt_model
+
+    def mean_task_accuracy(est: Any, X_: Any, y_true: np.ndarray) -> float:
+        return float(np.mean(est.predict(X_) == y_true))
+
+    clf = TabNetClassifier(
+        max_epochs=2, early_stopping=True, scoring=mean_task_accuracy, device="cpu"
+    ).fit(X, y)
+    assert 0 <= clf.history_[-1]["val_score"] <= 1
+    with pytest.raises(ValueError, match="scoring='accuracy' cannot score a multi-task target"):
+        TabNetClassifier(max_epochs=1, scoring="accuracy", device="cpu").fit(X, y)
+
+
 def test_multitask_warm_start_and_unseen_labels(mt_model: tuple) -> None:
     _, X, y = mt_model
     clf = TabNetClassifier(max_epochs=2, warm_start=True, random_state=0, device="cpu")
@@ -271,6 +285,28 @@ def _edited_model_file(path: Path, edit: Any) -> Path:
         for name, data in members.items():
             zf.writestr(name, data)
     return out
+
+
+def test_model_file_size_estimate_matches_multi_output_heads(
+    ml_model: TabNetClassifier, mt_model: tuple
+) -> None:
+    """io's gate against edited parameters must know the wider heads (see test_io.py)."""
+    from tabsparse.io import _network_size_estimate
+
+    for clf in (ml_model, mt_model[0]):
+        state = clf.network_.state_dict().values()
+        unique = {t.untyped_storage().data_ptr(): t.numel() for t in state}
+        assert _network_size_estimate(clf) == sum(unique.values())
+    extra = 1 if ml_model.multilabel_loss == "sparsemax" else 0
+    assert ml_model.network_.n_outputs == 4 + extra
+
+
+def test_log_proba_of_sparse_scores_is_minus_infinity(ml_model: TabNetClassifier) -> None:
+    X = multilabel_data()[0][:50]
+    with np.errstate(divide="ignore"):
+        np.testing.assert_array_equal(
+            ml_model.predict_log_proba(X), np.log(ml_model.predict_proba(X))
+        )
 
 
 def test_model_file_with_inconsistent_target_attributes_is_refused(

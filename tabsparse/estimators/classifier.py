@@ -354,6 +354,12 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
                 if kind == mo.MULTILABEL_SPARSEMAX:
                     self.mean_label_count_ = mo.mean_label_count(out)
         else:
+            if isinstance(self.scoring, str) and self.scoring != "loss":
+                raise ValueError(
+                    f"scoring={self.scoring!r} cannot score a multi-task target: scikit-learn's "
+                    "metrics do not take multiclass-multioutput labels; use scoring='loss' or a "
+                    "callable scorer(estimator, X, y)"
+                )
             classes, out = mo.encode_tasks(columns, None if fitting else self.classes_)
             if fitting:
                 self.classes_ = classes
