@@ -202,8 +202,9 @@ class _SortedAttention(nn.Module):
         self.fc = attentive.fc
         self.bn = attentive.bn
 
-    def forward(self, a: torch.Tensor, prior: torch.Tensor) -> torch.Tensor:
-        return _SORTED_MASK_FUNCTIONS[self.mask_type](self.bn(self.fc(a)) * prior)
+    def forward(self, a: torch.Tensor, prior: torch.Tensor | None = None) -> torch.Tensor:
+        logits = self.bn(self.fc(a))
+        return _SORTED_MASK_FUNCTIONS[self.mask_type](logits if prior is None else logits * prior)
 
 
 # --------------------------------------------------------------------------------------------

@@ -189,11 +189,13 @@ def test_encoder_shapes_masks_and_sparsity_loss(mask_type: str) -> None:
 def test_encoder_prior_is_relaxed_by_gamma(monkeypatch: pytest.MonkeyPatch) -> None:
     torch.manual_seed(1)
     enc = TabNetEncoder(input_dim=4, group_index=list(range(4)), n_steps=3, gamma=1.5)
-    seen: list[torch.Tensor] = []
+    seen: list[torch.Tensor | None] = []
     for att in enc.attention:
-        att.register_forward_hook(lambda mod, args, out: seen.append(args[1].clone()))
+        att.register_forward_hook(
+            lambda mod, args, out: seen.append(None if args[1] is None else args[1].clone())
+        )
     masks = enc(torch.randn(16, 4)).masks
-    torch.testing.assert_close(seen[0], torch.ones(16, 4))
+    assert seen[0] is None  # a prior of ones: the first step skips the multiplication
     torch.testing.assert_close(seen[1], 1.5 - masks[0])
     torch.testing.assert_close(seen[2], (1.5 - masks[0]) * (1.5 - masks[1]))
 

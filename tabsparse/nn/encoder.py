@@ -108,6 +108,8 @@ class TabNetEncoder(nn.Module):
         self.gamma = gamma
         self.epsilon = epsilon
         self.register_buffer("group_index", torch.as_tensor(group_index, dtype=torch.int64))
+        # one group per channel in order (plain numeric tables): masks apply without a gather
+        self.identity_groups = list(group_index) == list(range(input_dim))
         width = n_d + n_a
         shared = make_linears(input_dim, width, n_shared)
         self.shared = nn.ModuleList(shared)
@@ -136,29 +138,36 @@ class TabNetEncoder(nn.Module):
         )
 
     def forward(self, x: torch.Tensor, *, keep_decisions: bool = False) -> EncoderOutput:
+        """Run the steps. The sparsity loss is computed in training mode only (0 in eval mode,
+        where nothing trains on it); every step's work is kept to as few operations as the
+        algorithm allows, because at tabular sizes each operation costs more than its math."""
         att = self.initial(x)[:, self.n_d :]
-        prior = torch.ones(x.shape[0], self.n_groups, dtype=x.dtype, device=x.device)
-        output = torch.zeros(x.shape[0], self.n_d, dtype=x.dtype, device=x.device)
-        masks = []
-        importance = []
+        identity = getattr(self, "identity_groups", False)  # absent in older pickles
+        prior: torch.Tensor | None = None  # all ones before the first step
+        output: torch.Tensor | None = None
+        masks: list[torch.Tensor] = []
         decisions: list[torch.Tensor] = []
-        entropy = x.new_zeros(())
         for transformer, attentive in zip(self.steps, self.attention, strict=True):
             mask = attentive(att, prior)
             masks.append(mask)
-            entropy = entropy - (mask * torch.log(mask + self.epsilon)).sum(dim=1).mean()
-            prior = prior * (self.gamma - mask)
-            out = transformer(x * mask.index_select(1, self.group_index))
+            prior = self.gamma - mask if prior is None else prior * (self.gamma - mask)
+            out = transformer(x * (mask if identity else mask.index_select(1, self.group_index)))
             decision = torch.relu(out[:, : self.n_d])
-            output = output + decision
-            importance.append(decision.sum(dim=1))
-            if keep_decisions:
-                decisions.append(decision)
+            output = decision if output is None else output + decision
+            decisions.append(decision)
             att = out[:, self.n_d :]
+        assert output is not None
+        stacked_masks = torch.stack(masks)
+        stacked_decisions = torch.stack(decisions)
+        if self.training:  # mean over steps and rows of each mask's entropy
+            entropy = (stacked_masks * torch.log(stacked_masks + self.epsilon)).sum(dim=-1)
+            sparsity = -entropy.mean()
+        else:
+            sparsity = x.new_zeros(())
         return EncoderOutput(
             output=output,
-            masks=torch.stack(masks),
-            sparsity_loss=entropy / self.n_steps,
-            step_importance=torch.stack(importance),
-            decisions=torch.stack(decisions) if keep_decisions else None,
+            masks=stacked_masks,
+            sparsity_loss=sparsity,
+            step_importance=stacked_decisions.sum(dim=-1),
+            decisions=stacked_decisions if keep_decisions else None,
         )

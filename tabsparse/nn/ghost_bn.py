@@ -171,11 +171,15 @@ class GhostBatchNorm(nn.Module):
         running_var.mul_(keep).add_(row_coefs @ variances)
         tracked.add_(len(pending))
 
+    def eval_affine(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(scale, shift)`` with ``eval_output = x * scale + shift`` (running statistics)."""
+        scale = self.weight * torch.rsqrt(self.running_var + self.eps)
+        return scale, self.bias - self.running_mean * scale
+
     # ---- forward -----------------------------------------------------------------------------
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training:
-            scale = self.weight * torch.rsqrt(self.running_var + self.eps)
-            shift = self.bias - self.running_mean * scale
+            scale, shift = self.eval_affine()
             return torch.addcmul(shift, x, scale)
         n, c = x.shape
         k = max(1, math.ceil(n / self.virtual_batch_size))

@@ -124,6 +124,7 @@ class TabNet(nn.Module):
         sizes = torch.bincount(torch.as_tensor(group_of), minlength=max(group_of) + 1)
         self.register_buffer("column_group", torch.as_tensor(group_of, dtype=torch.int64))
         self.register_buffer("column_weight", 1.0 / sizes[group_of].to(torch.float32))
+        self.identity_groups = group_of == list(range(n_features))
         self.head = nn.Linear(self.encoder.n_d, n_outputs)
 
     def forward(self, numeric: torch.Tensor, codes: torch.Tensor) -> NetworkOutput:
@@ -137,16 +138,24 @@ class TabNet(nn.Module):
 
         A group's mass is shared equally among its columns, so rows still sum to one.
         """
-        return masks.index_select(-1, self.column_group) * self.column_weight
+        if getattr(self, "identity_groups", False):  # one group per column, in order
+            return masks
+        # a (n_groups, n_features) spreading matrix: far faster than a gather on the last dim
+        spread = torch.zeros(
+            masks.shape[-1], self.n_features, dtype=masks.dtype, device=masks.device
+        )
+        cols = torch.arange(self.n_features, device=masks.device)
+        spread[self.column_group, cols] = self.column_weight.to(masks.dtype)
+        return masks @ spread
 
     def importances(self, masks: torch.Tensor, step_importance: torch.Tensor) -> torch.Tensor:
         """Per-row importances ``(n, n_features)`` (the paper's aggregate mask), rows sum to one.
 
         ``sum_b eta_b M_b`` normalised per row; a row whose decision outputs are all zero falls
-        back to the plain mean of its masks.
+        back to the plain mean of its masks. (Computed over groups, then spread over columns:
+        spreading is linear and keeps row sums.)
         """
-        col = self.column_masks(masks)
-        agg = (col * step_importance.unsqueeze(-1)).sum(dim=0)
+        agg = torch.einsum("snc,sn->nc", masks, step_importance)
         total = agg.sum(dim=1, keepdim=True)
-        fallback = col.mean(dim=0)
-        return torch.where(total > 0, agg / total.clamp_min(1e-30), fallback)
+        fallback = masks.mean(dim=0)
+        return self.column_masks(torch.where(total > 0, agg / total.clamp_min(1e-30), fallback))

@@ -25,6 +25,15 @@ SQRT_HALF = math.sqrt(0.5)
 MASK_FUNCTIONS = {"sparsemax": sparsemax, "entmax": entmax15}
 
 
+def linear_bn(fc: nn.Linear, bn: GhostBatchNorm, x: torch.Tensor) -> torch.Tensor:
+    """``bn(fc(x))``; in eval mode the batch norm is folded into the (bias-free) linear layer,
+    one ``addmm`` instead of a matrix product and a pass over its output."""
+    if bn.training or fc.bias is not None:
+        return bn(fc(x))
+    scale, shift = bn.eval_affine()
+    return torch.addmm(shift, x, (fc.weight * scale.unsqueeze(1)).t())
+
+
 class GLULayer(nn.Module):
     """``Linear(in, 2 * out, bias=False) -> GhostBatchNorm -> GLU``; ``(n, in) -> (n, out)``."""
 
@@ -44,7 +53,7 @@ class GLULayer(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.glu(self.bn(self.fc(x)), dim=-1)
+        return F.glu(linear_bn(self.fc, self.bn, x), dim=-1)
 
 
 class GLUBlock(nn.Module):
@@ -160,5 +169,7 @@ class AttentiveTransformer(nn.Module):
         self.fc = nn.Linear(n_a, n_groups, bias=False)
         self.bn = GhostBatchNorm(n_groups, virtual_batch_size=virtual_batch_size, momentum=momentum)
 
-    def forward(self, a: torch.Tensor, prior: torch.Tensor) -> torch.Tensor:
-        return MASK_FUNCTIONS[self.mask_type](self.bn(self.fc(a)) * prior, dim=-1)
+    def forward(self, a: torch.Tensor, prior: torch.Tensor | None = None) -> torch.Tensor:
+        """``prior=None`` stands for a prior of ones (the first step)."""
+        logits = linear_bn(self.fc, self.bn, a)
+        return MASK_FUNCTIONS[self.mask_type](logits if prior is None else logits * prior, dim=-1)
