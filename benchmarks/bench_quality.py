@@ -488,6 +488,15 @@ def resolved_tabsparse_params(kind: str, params: dict[str, Any]) -> dict[str, st
     return {k: repr(v) for k, v in sorted(full.items())}
 
 
+def _uncapped(row: dict[str, Any], caps: tuple[int, int]) -> bool:
+    """Whether neither the row's caps nor ``caps`` cut its data (the same fit either way)."""
+    return (
+        row["n_train"] == row["n_train_full"] <= caps[0]
+        and row["n_test"] < row["test_cap"]
+        and row["n_test"] <= caps[1]
+    )
+
+
 def find_stored(
     rows: list[dict[str, Any]], name: str, model: str, params: dict[str, Any], caps: tuple[int, int]
 ) -> dict[str, Any] | None:
@@ -497,7 +506,7 @@ def find_stored(
     for row in reversed(rows):
         if (row["dataset"], row["model"]) != (name, model):
             continue
-        if (row.get("train_cap"), row.get("test_cap")) != caps:
+        if (row.get("train_cap"), row.get("test_cap")) != caps and not _uncapped(row, caps):
             continue
         if model == "tabsparse":
             if row.get("tabsparse_params") != want:
@@ -774,7 +783,7 @@ def main(argv: list[str] | None = None) -> None:
     ts_given = json.loads(args.tabsparse_params)
     # a list screens several variants in one pool (the table shows the first)
     ts_variants = ts_given if isinstance(ts_given, list) else [ts_given]
-    ts_params = ts_variants[0]
+    ts_params = {k: v for k, v in ts_variants[0].items() if k != "_datasets"}
     caps = (args.train_cap, args.test_cap)
 
     names = []
@@ -806,7 +815,11 @@ def main(argv: list[str] | None = None) -> None:
     for n in names:
         for m in MODELS:
             run_it = m in args.models
-            for k, params in enumerate(ts_variants if m == "tabsparse" else [{}]):
+            for k, given in enumerate(ts_variants if m == "tabsparse" else [{}]):
+                only = given.get("_datasets")  # screening: this variant on these datasets only
+                if only is not None and n not in only:
+                    continue
+                params = {key: v for key, v in given.items() if key != "_datasets"}
                 stored_row = (
                     find_stored(stored, n, m, params, caps) if (args.reuse or not run_it) else None
                 )
