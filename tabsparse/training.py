@@ -33,6 +33,7 @@ from tabsparse.distributed import (
 )
 from tabsparse.nn.ghost_bn import flush_statistics
 from tabsparse.nn.network import NetworkOutput
+from tabsparse.optim import AdamW, Schedule
 
 logger = logging.getLogger("tabsparse")
 
@@ -126,7 +127,8 @@ class TrainConfig:
     virtual_batch_size: int | None = None  # in-memory batches become multiples of the split
 
 
-CHECKPOINT_FORMAT = "tabsparse-training-checkpoint-1"
+CHECKPOINT_PREFIX = "tabsparse-training-checkpoint-"
+CHECKPOINT_FORMAT = CHECKPOINT_PREFIX + "2"  # 2: tabsparse.optim state
 CHECKPOINT_NAME = "checkpoint.pt"
 
 
@@ -153,7 +155,13 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise
     except Exception as exc:
         raise ValueError(f"{p} is not a readable tabsparse training checkpoint: {exc}") from exc
-    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+    if isinstance(state, dict) and str(state.get("format", "")).startswith(CHECKPOINT_PREFIX):
+        if state["format"] != CHECKPOINT_FORMAT:
+            raise ValueError(
+                f"{p} was written by another version of tabsparse ({state['format']}; this "
+                f"version reads {CHECKPOINT_FORMAT}): start a new fit"
+            )
+    else:
         raise ValueError(f"{p} is not a tabsparse training checkpoint")
     return state
 
@@ -304,35 +312,21 @@ class Trainer:
     interrupted: bool = False
     transform_batch: Callable[[TensorData, torch.Generator], TensorData] | None = None
 
-    def _optimizer(self) -> torch.optim.Optimizer:
+    def _optimizer(self) -> AdamW:
+        # tabsparse.optim, not torch.optim: the first torch optimiser of a process imports
+        # torch._dynamo (seconds); the update is PyTorch's fused AdamW kernel all the same
         cfg = self.config
-        params = list(self.network.parameters())
-        # One fused kernel for all parameters (CPU and CUDA) instead of a dozen operations per
-        # parameter tensor: at tabular sizes the per-tensor loop costs more than the arithmetic.
-        fused = all(p.dtype in (torch.float32, torch.float64) for p in params) and all(
-            p.device.type in ("cpu", "cuda") for p in params
-        )
-        return torch.optim.AdamW(
-            params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay, fused=fused or None
-        )
+        return AdamW(self.network.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
 
-    def _scheduler(
-        self, opt: torch.optim.Optimizer, steps_per_epoch: int
-    ) -> torch.optim.lr_scheduler.LRScheduler | None:
+    def _scheduler(self, opt: AdamW, steps_per_epoch: int) -> Schedule | None:
         cfg = self.config
-        total = max(1, cfg.max_epochs * steps_per_epoch)
+        if cfg.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"lr_schedule={cfg.lr_schedule!r} must be one of {LR_SCHEDULES}")
         if cfg.lr_schedule == "constant":
             return None
-        if cfg.lr_schedule == "cosine":
-            return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=total, eta_min=0.0)
-        if cfg.lr_schedule == "onecycle":
-            return torch.optim.lr_scheduler.OneCycleLR(
-                opt, max_lr=cfg.learning_rate, total_steps=total
-            )
-        if cfg.lr_schedule == "exponential":
-            gamma = 0.95 ** (1.0 / max(1, steps_per_epoch))  # x0.95 per epoch
-            return torch.optim.lr_scheduler.ExponentialLR(opt, gamma=gamma)
-        raise ValueError(f"lr_schedule={cfg.lr_schedule!r} must be one of {LR_SCHEDULES}")
+        total = max(1, cfg.max_epochs * steps_per_epoch)
+        gamma = 0.95 ** (1.0 / max(1, steps_per_epoch))  # exponential: x0.95 per epoch
+        return Schedule(opt, cfg.lr_schedule, total=total, gamma=gamma)
 
     def fit(
         self,
@@ -396,7 +390,7 @@ class Trainer:
                     loss = per_row.sum() * (share / mean_weight)
                     sparsity = out.sparsity_loss.float() * (len(batch) * share)
                     loss = loss + cfg.lambda_sparse * sparsity
-                    opt.zero_grad(set_to_none=True)
+                    opt.zero_grad()
                     loss.backward()  # type: ignore[no-untyped-call]
                     if cfg.clip_grad_norm is not None:
                         nn.utils.clip_grad_norm_(net.parameters(), cfg.clip_grad_norm)
@@ -410,7 +404,7 @@ class Trainer:
                 record: dict[str, float] = {
                     "epoch": float(epoch),
                     "train_loss": train_loss,
-                    "learning_rate": float(opt.param_groups[0]["lr"]),
+                    "learning_rate": opt.lr,
                 }
                 if not math.isfinite(train_loss):
                     self._restore(self._best_state)

@@ -1,0 +1,208 @@
+"""AdamW and learning-rate schedules for the trainer, without ``torch.optim``.
+
+Why not ``torch.optim``: the first optimiser a process creates imports ``torch._dynamo``, which
+takes seconds (2–6 s measured on the benchmark machines) — longer than a whole fit on many
+tables, and paid again by every fresh process (scripts, the command line, joblib workers). The
+update itself is the same: PyTorch's fused AdamW kernel (``torch._fused_adamw_``) where this torch
+has it for the device, otherwise the same formula in ``torch._foreach_*`` operations;
+``tests/test_optim.py`` checks both against ``torch.optim.AdamW`` and the schedules against
+``torch.optim.lr_scheduler``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+__all__ = ["AdamW", "Schedule"]
+
+
+class AdamW:
+    """AdamW (Loshchilov & Hutter) over a fixed list of parameters.
+
+    Parameters
+    ----------
+    params : iterable of Parameter
+    lr : float
+    betas : (float, float)
+    eps : float
+    weight_decay : float
+        Decoupled weight decay: ``p <- p * (1 - lr * weight_decay)`` before the Adam step.
+    fused : bool or None
+        Use PyTorch's fused kernel; None: when available for every parameter.
+    """
+
+    def __init__(
+        self,
+        params: Iterable[torch.nn.Parameter],
+        *,
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        fused: bool | None = None,
+    ) -> None:
+        self.params: list[torch.Tensor] = [p for p in params if p.requires_grad]
+        self.lr = float(lr)
+        self.betas = (float(betas[0]), float(betas[1]))
+        self.eps = float(eps)
+        self.weight_decay = float(weight_decay)
+        self.steps = 0
+        self.exp_avg = [
+            torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params
+        ]
+        self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
+        if fused is None:
+            fused = hasattr(torch, "_fused_adamw_") and all(
+                p.device.type in ("cpu", "cuda") and p.dtype in (torch.float32, torch.float64)
+                for p in self.params
+            )
+        self.fused = fused
+        # the fused kernel counts steps in one float32 tensor per parameter
+        self._step_tensors = [torch.zeros((), device=p.device) for p in self.params]
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """One update of every parameter that has a gradient."""
+        live = [i for i, p in enumerate(self.params) if p.grad is not None]
+        if not live:
+            return
+        self.steps += 1
+        params: list[torch.Tensor] = [self.params[i] for i in live]
+        grads = [p.grad for p in params]
+        exp_avg = [self.exp_avg[i] for i in live]
+        exp_avg_sq = [self.exp_avg_sq[i] for i in live]
+        beta1, beta2 = self.betas
+        if self.fused:
+            steps = [self._step_tensors[i] for i in live]
+            torch._foreach_add_(steps, 1.0)
+            for device_group in _by_device(params):
+                torch._fused_adamw_(
+                    [params[j] for j in device_group],
+                    [grads[j] for j in device_group],  # type: ignore[misc]
+                    [exp_avg[j] for j in device_group],
+                    [exp_avg_sq[j] for j in device_group],
+                    [],
+                    [steps[j] for j in device_group],
+                    amsgrad=False,
+                    lr=self.lr,
+                    beta1=beta1,
+                    beta2=beta2,
+                    weight_decay=self.weight_decay,
+                    eps=self.eps,
+                    maximize=False,
+                )
+            return
+        for i in live:
+            self._step_tensors[i] += 1.0
+        t = float(self._step_tensors[live[0]])
+        if self.weight_decay:
+            torch._foreach_mul_(params, 1.0 - self.lr * self.weight_decay)
+        torch._foreach_lerp_(exp_avg, grads, 1.0 - beta1)  # type: ignore[arg-type]
+        torch._foreach_mul_(exp_avg_sq, beta2)
+        torch._foreach_addcmul_(exp_avg_sq, grads, grads, 1.0 - beta2)  # type: ignore[arg-type]
+        denom = torch._foreach_sqrt(exp_avg_sq)
+        torch._foreach_div_(denom, math.sqrt(1.0 - beta2**t))
+        torch._foreach_add_(denom, self.eps)
+        torch._foreach_addcdiv_(params, exp_avg, denom, -self.lr / (1.0 - beta1**t))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "lr": self.lr,
+            "betas": self.betas,
+            "steps": self.steps,
+            "exp_avg": [t.clone() for t in self.exp_avg],
+            "exp_avg_sq": [t.clone() for t in self.exp_avg_sq],
+            "step_tensors": [t.clone() for t in self._step_tensors],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if len(state["exp_avg"]) != len(self.params):
+            raise ValueError(
+                f"optimiser state for {len(state['exp_avg'])} parameters, "
+                f"this model has {len(self.params)}"
+            )
+        self.lr = float(state["lr"])
+        self.betas = (float(state["betas"][0]), float(state["betas"][1]))
+        self.steps = int(state["steps"])
+        for mine, saved in (
+            (self.exp_avg, state["exp_avg"]),
+            (self.exp_avg_sq, state["exp_avg_sq"]),
+            (self._step_tensors, state["step_tensors"]),
+        ):
+            for t, s in zip(mine, saved, strict=True):
+                t.copy_(s)
+
+
+def _by_device(params: list[torch.Tensor]) -> list[list[int]]:
+    groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
+    for j, p in enumerate(params):
+        groups.setdefault((p.device, p.dtype), []).append(j)
+    return list(groups.values())
+
+
+class Schedule:
+    """Learning rate (and Adam's ``beta1`` for one-cycle) as a function of the step.
+
+    ``kind``: ``"constant"``; ``"cosine"`` (to 0 over ``total`` steps, like
+    ``CosineAnnealingLR(T_max=total)``); ``"exponential"`` (``gamma`` per step); ``"onecycle"``
+    (like ``OneCycleLR`` with its defaults: 30% warm-up from ``lr / 25``, cosine annealing to
+    ``lr / 25e4``, ``beta1`` cycled 0.95 -> 0.85 -> 0.95).
+    """
+
+    def __init__(self, optimizer: AdamW, kind: str, *, total: int, gamma: float = 1.0) -> None:
+        if kind not in ("constant", "cosine", "exponential", "onecycle"):
+            raise ValueError(f"unknown learning-rate schedule {kind!r}")
+        self.optimizer = optimizer
+        self.kind = kind
+        self.total = max(1, total)
+        self.gamma = gamma
+        self.base_lr = optimizer.lr
+        self.t = 0
+        self._apply()
+
+    def step(self) -> None:
+        self.t += 1
+        self._apply()
+
+    def _apply(self) -> None:
+        lr, beta1 = self.values(self.t)
+        self.optimizer.lr = lr
+        if beta1 is not None:
+            self.optimizer.betas = (beta1, self.optimizer.betas[1])
+
+    def values(self, t: int) -> tuple[float, float | None]:
+        """Learning rate and (one-cycle only) ``beta1`` at step ``t``."""
+        base = self.base_lr
+        if self.kind == "constant":
+            return base, None
+        if self.kind == "exponential":
+            return base * self.gamma**t, None
+        if self.kind == "cosine":
+            return base * (1.0 + math.cos(math.pi * min(t, self.total) / self.total)) / 2.0, None
+        initial, final = base / 25.0, base / 25.0 / 1e4
+        warm_end = float(0.3 * self.total) - 1.0
+        if t <= warm_end:
+            pct = t / warm_end if warm_end > 0 else 1.0
+            return _cos(initial, base, pct), _cos(0.95, 0.85, pct)
+        pct = (t - warm_end) / (self.total - 1.0 - warm_end)
+        return _cos(base, final, min(pct, 1.0)), _cos(0.85, 0.95, min(pct, 1.0))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "t": self.t, "base_lr": self.base_lr, "total": self.total}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.t = int(state["t"])
+        self.base_lr = float(state["base_lr"])
+        self._apply()
+
+
+def _cos(start: float, end: float, pct: float) -> float:
+    return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1.0)
