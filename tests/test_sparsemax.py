@@ -620,3 +620,17 @@ def test_cuda_edge_cases_and_grad(name: str) -> None:
     assert (g[2, :100] == 0).all()
     xs = separated((3, 7), 0).cuda().requires_grad_(True)
     assert torch.autograd.gradcheck(lambda t: FUNCS[name](t, 1), (xs,))
+
+
+def test_narrow_search_drops_converged_rows_and_stays_exact(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # many easy rows and a few slow ones: the search narrows to the slow rows, twice
+    calls = count_passes(monkeypatch, "sparsemax")
+    g = torch.Generator().manual_seed(7)
+    easy = torch.randn(4000, 40, generator=g, dtype=torch.float64) * 3.0
+    slow = torch.nn.functional.pad(adversarial_rows(12), (0, 28), value=-9.0)
+    x = torch.cat([easy[:1500], slow, easy[1500:], slow * 0.5])
+    y = sparsemax(x)
+    assert calls[0] >= 11  # the adversarial rows needed about one pass per score
+    np.testing.assert_allclose(y.numpy(), np_sparsemax(x.numpy()), atol=1e-12)
