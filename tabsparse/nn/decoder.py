@@ -20,9 +20,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from tabsparse.nn.encoder import TabNetEncoder
-from tabsparse.nn.inputs import TabularInput
-from tabsparse.nn.network import NetworkOutput, column_groups
+from tabsparse.nn.network import NetworkOutput, TabNetBody
 from tabsparse.nn.transformers import FeatureTransformer, make_linears
 
 
@@ -101,7 +99,7 @@ class TabNetDecoder(nn.Module):
         return self.reconstruction(torch.cat(parts, dim=1))
 
 
-class PretrainingNetwork(nn.Module):
+class PretrainingNetwork(TabNetBody):
     """TabNet inputs and encoder with a decoder instead of a head, for masked-cell reconstruction.
 
     ``(numeric (n, n_num), codes (n, n_cat)) -> NetworkOutput`` whose ``logits`` is the
@@ -131,9 +129,6 @@ cat_emb_dim, grouped_features
     (torch.Size([8, 5]), torch.Size([8, 4]))
     """
 
-    column_group: torch.Tensor
-    column_weight: torch.Tensor
-
     def __init__(
         self,
         *,
@@ -148,29 +143,16 @@ cat_emb_dim, grouped_features
         n_indep_decoder: int = 1,
         **encoder_kwargs: object,
     ) -> None:
-        super().__init__()
-        n_features = len(numeric_columns) + len(categorical_columns)
-        if sorted([*numeric_columns, *categorical_columns]) != list(range(n_features)):
-            raise ValueError("numeric_columns and categorical_columns must partition the columns")
-        self.n_features = n_features
-        self.inputs = TabularInput(
+        super().__init__(
+            numeric_columns=numeric_columns,
+            categorical_columns=categorical_columns,
             numeric_mean=numeric_mean,
             numeric_std=numeric_std,
             cardinalities=cardinalities,
             cat_emb_dim=cat_emb_dim,
+            grouped_features=grouped_features,
+            **encoder_kwargs,
         )
-        group_of = column_groups(n_features, grouped_features)
-        channel_columns = [*numeric_columns]
-        for col in categorical_columns:
-            channel_columns.extend([col] * cat_emb_dim)
-        self.encoder = TabNetEncoder(
-            input_dim=self.inputs.output_dim,
-            group_index=[group_of[c] for c in channel_columns],
-            **encoder_kwargs,  # type: ignore[arg-type]
-        )
-        sizes = torch.bincount(torch.as_tensor(group_of), minlength=max(group_of) + 1)
-        self.register_buffer("column_group", torch.as_tensor(group_of, dtype=torch.int64))
-        self.register_buffer("column_weight", 1.0 / sizes[group_of].to(torch.float32))
         self.n_numeric = len(numeric_columns)
         self.vocab_sizes = [int(c) - 2 for c in cardinalities]  # without missing / unseen slots
         output_dim = self.n_numeric + sum(self.vocab_sizes)
@@ -199,14 +181,3 @@ cat_emb_dim, grouped_features
         """The encoder's representation ``(n, n_d)``: the sum over steps of the ReLU'd decision
         outputs (what :class:`tabsparse.nn.TabNet` feeds its head)."""
         return self.encoder(self.inputs(numeric, codes)).output
-
-    def column_masks(self, masks: torch.Tensor) -> torch.Tensor:
-        """Group masks ``(..., n_groups)`` spread over columns, as :meth:`TabNet.column_masks`."""
-        return masks.index_select(-1, self.column_group) * self.column_weight
-
-    def importances(self, masks: torch.Tensor, step_importance: torch.Tensor) -> torch.Tensor:
-        """Per-row importances ``(n, n_features)``, as :meth:`TabNet.importances`."""
-        col = self.column_masks(masks)
-        agg = (col * step_importance.unsqueeze(-1)).sum(dim=0)
-        total = agg.sum(dim=1, keepdim=True)
-        return torch.where(total > 0, agg / total.clamp_min(1e-30), col.mean(dim=0))

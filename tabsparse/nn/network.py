@@ -53,7 +53,83 @@ def column_groups(n_features: int, grouped_features: Sequence[Sequence[int]] | N
     return group_of
 
 
-class TabNet(nn.Module):
+class TabNetBody(nn.Module):
+    """Inputs (standardisation, missing values, embeddings) and the encoder, with the column
+    masks and importances that explain it: what :class:`TabNet` (plus a head) and the
+    pretraining network (plus a decoder) share, laid out alike so weights copy across.
+
+    Parameters are those of :class:`TabNet` without ``n_outputs``.
+    """
+
+    column_group: torch.Tensor
+    column_weight: torch.Tensor
+
+    def __init__(
+        self,
+        *,
+        numeric_columns: Sequence[int],
+        categorical_columns: Sequence[int],
+        numeric_mean: Sequence[float],
+        numeric_std: Sequence[float],
+        cardinalities: Sequence[int],
+        cat_emb_dim: int = 1,
+        grouped_features: Sequence[Sequence[int]] | None = None,
+        **encoder_kwargs: object,
+    ) -> None:
+        super().__init__()
+        n_features = len(numeric_columns) + len(categorical_columns)
+        if sorted([*numeric_columns, *categorical_columns]) != list(range(n_features)):
+            raise ValueError("numeric_columns and categorical_columns must partition the columns")
+        self.n_features = n_features
+        self.inputs = TabularInput(
+            numeric_mean=numeric_mean,
+            numeric_std=numeric_std,
+            cardinalities=cardinalities,
+            cat_emb_dim=cat_emb_dim,
+        )
+        group_of = column_groups(n_features, grouped_features)
+        channel_columns = [*numeric_columns]
+        for col in categorical_columns:
+            channel_columns.extend([col] * cat_emb_dim)
+        self.encoder = TabNetEncoder(
+            input_dim=self.inputs.output_dim,
+            group_index=[group_of[c] for c in channel_columns],
+            **encoder_kwargs,  # type: ignore[arg-type]
+        )
+        sizes = torch.bincount(torch.as_tensor(group_of), minlength=max(group_of) + 1)
+        self.register_buffer("column_group", torch.as_tensor(group_of, dtype=torch.int64))
+        self.register_buffer("column_weight", 1.0 / sizes[group_of].to(torch.float32))
+        self.identity_groups = group_of == list(range(n_features))
+
+    def column_masks(self, masks: torch.Tensor) -> torch.Tensor:
+        """Spread group masks ``(..., n_groups)`` over original columns ``(..., n_features)``.
+
+        A group's mass is shared equally among its columns, so rows still sum to one.
+        """
+        if getattr(self, "identity_groups", False):  # one group per column, in order
+            return masks
+        # a (n_groups, n_features) spreading matrix: far faster than a gather on the last dim
+        spread = torch.zeros(
+            masks.shape[-1], self.n_features, dtype=masks.dtype, device=masks.device
+        )
+        cols = torch.arange(self.n_features, device=masks.device)
+        spread[self.column_group, cols] = self.column_weight.to(masks.dtype)
+        return masks @ spread
+
+    def importances(self, masks: torch.Tensor, step_importance: torch.Tensor) -> torch.Tensor:
+        """Per-row importances ``(n, n_features)`` (the paper's aggregate mask), rows sum to one.
+
+        ``sum_b eta_b M_b`` normalised per row; a row whose decision outputs are all zero falls
+        back to the plain mean of its masks. (Computed over groups, then spread over columns:
+        spreading is linear and keeps row sums.)
+        """
+        agg = torch.einsum("snc,sn->nc", masks, step_importance)
+        total = agg.sum(dim=1, keepdim=True)
+        fallback = masks.mean(dim=0)
+        return self.column_masks(torch.where(total > 0, agg / total.clamp_min(1e-30), fallback))
+
+
+class TabNet(TabNetBody):
     """TabNet for tables of numeric and categorical columns.
 
     Parameters
@@ -82,9 +158,6 @@ class TabNet(nn.Module):
     (torch.Size([8, 3]), torch.Size([2, 8, 3]))
     """
 
-    column_group: torch.Tensor
-    column_weight: torch.Tensor
-
     def __init__(
         self,
         *,
@@ -98,33 +171,19 @@ class TabNet(nn.Module):
         grouped_features: Sequence[Sequence[int]] | None = None,
         **encoder_kwargs: object,
     ) -> None:
-        super().__init__()
-        n_features = len(numeric_columns) + len(categorical_columns)
-        if sorted([*numeric_columns, *categorical_columns]) != list(range(n_features)):
-            raise ValueError("numeric_columns and categorical_columns must partition the columns")
         if n_outputs < 1:
             raise ValueError(f"{n_outputs=} must be >= 1")
-        self.n_features = n_features
-        self.n_outputs = n_outputs
-        self.inputs = TabularInput(
+        super().__init__(
+            numeric_columns=numeric_columns,
+            categorical_columns=categorical_columns,
             numeric_mean=numeric_mean,
             numeric_std=numeric_std,
             cardinalities=cardinalities,
             cat_emb_dim=cat_emb_dim,
+            grouped_features=grouped_features,
+            **encoder_kwargs,
         )
-        group_of = column_groups(n_features, grouped_features)
-        channel_columns = [*numeric_columns]
-        for col in categorical_columns:
-            channel_columns.extend([col] * cat_emb_dim)
-        self.encoder = TabNetEncoder(
-            input_dim=self.inputs.output_dim,
-            group_index=[group_of[c] for c in channel_columns],
-            **encoder_kwargs,  # type: ignore[arg-type]
-        )
-        sizes = torch.bincount(torch.as_tensor(group_of), minlength=max(group_of) + 1)
-        self.register_buffer("column_group", torch.as_tensor(group_of, dtype=torch.int64))
-        self.register_buffer("column_weight", 1.0 / sizes[group_of].to(torch.float32))
-        self.identity_groups = group_of == list(range(n_features))
+        self.n_outputs = n_outputs
         self.head = nn.Linear(self.encoder.n_d, n_outputs)
 
     def forward(self, numeric: torch.Tensor, codes: torch.Tensor) -> NetworkOutput:
@@ -132,30 +191,3 @@ class TabNet(nn.Module):
         return NetworkOutput(
             self.head(enc.output), enc.masks, enc.sparsity_loss, enc.step_importance
         )
-
-    def column_masks(self, masks: torch.Tensor) -> torch.Tensor:
-        """Spread group masks ``(..., n_groups)`` over original columns ``(..., n_features)``.
-
-        A group's mass is shared equally among its columns, so rows still sum to one.
-        """
-        if getattr(self, "identity_groups", False):  # one group per column, in order
-            return masks
-        # a (n_groups, n_features) spreading matrix: far faster than a gather on the last dim
-        spread = torch.zeros(
-            masks.shape[-1], self.n_features, dtype=masks.dtype, device=masks.device
-        )
-        cols = torch.arange(self.n_features, device=masks.device)
-        spread[self.column_group, cols] = self.column_weight.to(masks.dtype)
-        return masks @ spread
-
-    def importances(self, masks: torch.Tensor, step_importance: torch.Tensor) -> torch.Tensor:
-        """Per-row importances ``(n, n_features)`` (the paper's aggregate mask), rows sum to one.
-
-        ``sum_b eta_b M_b`` normalised per row; a row whose decision outputs are all zero falls
-        back to the plain mean of its masks. (Computed over groups, then spread over columns:
-        spreading is linear and keeps row sums.)
-        """
-        agg = torch.einsum("snc,sn->nc", masks, step_importance)
-        total = agg.sum(dim=1, keepdim=True)
-        fallback = masks.mean(dim=0)
-        return self.column_masks(torch.where(total > 0, agg / total.clamp_min(1e-30), fallback))
