@@ -130,8 +130,9 @@ def main() -> None:
             "`max_epochs=1`, one fresh process per size. *Fit memory* is the peak resident set "
             "minus the resident set after imports, so it includes the data itself.",
             "",
-            "| rows | epoch (s) | rows/s | fit (s) | data (MB) | fit memory (MB) | memory / data |",
-            "|---:|---:|---:|---:|---:|---:|---:|",
+            "| rows | epoch (s) | rows/s | fit (s) | fit CPU (µs/row) | data (MB) "
+            "| fit memory (MB) | memory / data |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|",
             *rows,
             "",
             f"- Fit CPU time per row from 100k rows up varies by {max(rates) / min(rates):.2f}x "
