@@ -14,9 +14,11 @@ import itertools
 import logging
 import math
 import os
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -238,14 +240,19 @@ def predict_outputs(
     was_training = network.training
     network.eval()
     logits, masks, importance = [], [], []
+    rows = min(batch_size, max(1, len(data)))
+    threads = max(1, min(torch.get_num_threads(), rows * _width(network) // INFERENCE_GRAIN))
+    if data.device.type != "cpu":
+        threads = torch.get_num_threads()
     try:
-        for start, stop in batch_bounds(len(data), batch_size) or [(0, 0)]:
-            chunk = data.take(slice(start, stop))
-            out = network(chunk.numeric, chunk.codes)
-            logits.append(out.logits.float())
-            if with_masks:
-                masks.append(out.masks.float())
-                importance.append(out.step_importance.float())
+        with intra_op_threads(threads):
+            for start, stop in batch_bounds(len(data), batch_size) or [(0, 0)]:
+                chunk = data.take(slice(start, stop))
+                out = network(chunk.numeric, chunk.codes)
+                logits.append(out.logits.float())
+                if with_masks:
+                    masks.append(out.masks.float())
+                    importance.append(out.step_importance.float())
     finally:
         network.train(was_training)
     return NetworkOutput(
@@ -254,6 +261,59 @@ def predict_outputs(
         sparsity_loss=torch.zeros(()),
         step_importance=torch.cat(importance, dim=1) if with_masks else torch.empty(0),
     )
+
+
+#: Values per operation from which a second intra-op thread pays off during training and
+#: during inference (see :func:`training_threads`).
+THREAD_GRAIN = 1 << 17
+INFERENCE_GRAIN = 1 << 20
+
+
+def training_threads(
+    batch_size: int, n_rows: int, network: nn.Module, ctx: DistContext | None = None
+) -> int:
+    """Intra-op threads for training on the CPU: one per ``THREAD_GRAIN`` values of the widest
+    activation of a batch (rows of a rank's batch x the widest layer), at least one, at most
+    PyTorch's current setting. TabNet's default batches (1024 rows, tens of channels) get one
+    thread: their operations are too small to split, and split operations wait for every
+    thread at each step, which costs milliseconds when other processes hold the cores."""
+    world = 1 if ctx is None else ctx.world_size
+    rows = max(1, min(batch_size, n_rows) // world)
+    return max(1, min(torch.get_num_threads(), rows * _width(network) // THREAD_GRAIN))
+
+
+def _width(network: nn.Module) -> int:
+    """Widest activation (channels) of a TabNet-like network (64 for anything else)."""
+    encoder = getattr(network, "encoder", None)
+    if encoder is None:
+        return 64
+    return max(int(encoder.input_dim), 2 * (int(encoder.n_d) + int(encoder.n_a)))
+
+
+_THREADS_LOCK = threading.Lock()
+_THREADS_SAVED: list[int] = []  # the setting before the outermost active block
+
+
+@contextmanager
+def intra_op_threads(n: int) -> Iterator[None]:
+    """Run the block with ``torch.set_num_threads(n)``; the setting found before the first of
+    any overlapping blocks (other threads predicting at the same time) is restored when the
+    last one ends."""
+    with _THREADS_LOCK:
+        if not _THREADS_SAVED:
+            _THREADS_SAVED.append(torch.get_num_threads())
+        _THREADS_SAVED.append(n)
+        if torch.get_num_threads() != n:
+            torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        with _THREADS_LOCK:
+            _THREADS_SAVED.pop()
+            if len(_THREADS_SAVED) == 1:
+                restore = _THREADS_SAVED.pop()
+                if torch.get_num_threads() != restore:
+                    torch.set_num_threads(restore)
 
 
 class BatchSource(Protocol):
@@ -340,7 +400,26 @@ class Trainer:
 
         ``resume`` is a state written by :meth:`checkpoint_state` (see
         :func:`load_checkpoint`): training continues exactly where that state was taken.
+
+        On the CPU, training uses fewer intra-op threads than PyTorch's setting when the
+        batches are small (see :func:`training_threads`): operations on a few thousand values
+        gain nothing from a second thread, and lose a great deal when cores are shared.
         """
+        threads = torch.get_num_threads()
+        if train.device.type == "cpu":
+            threads = training_threads(self.config.batch_size, len(train), self.network, self.dist)
+        with intra_op_threads(threads):
+            return self._fit(train, val, mean_weight=mean_weight, resume=resume)
+
+    def _fit(
+        self,
+        train: TensorData | BatchSource,
+        val: TensorData | None = None,
+        *,
+        mean_weight: float | None = None,
+        resume: dict[str, Any] | None = None,
+    ) -> Trainer:
+        """:meth:`fit` under the chosen number of threads."""
         cfg = self.config
         if len(train) == 0:
             raise ValueError("cannot train on 0 rows")

@@ -19,6 +19,7 @@ from tabsparse.training import (
     batch_bounds,
     batch_multiple,
     predict_outputs,
+    training_threads,
 )
 
 
@@ -182,3 +183,24 @@ def test_every_schedule_trains(schedule: str) -> None:
     trainer.fit(make_data())
     assert len(trainer.history) == 3
     assert all(math.isfinite(r["train_loss"]) for r in trainer.history)
+
+
+def test_small_batches_train_on_one_thread_and_the_setting_is_restored() -> None:
+    net = make_net()
+    outer = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert training_threads(64, 10_000, net) == 1
+        assert training_threads(1 << 20, 1 << 20, net) == 2  # capped by the setting
+        seen: list[int] = []
+
+        class Record(Callback):
+            def on_epoch_end(self, trainer: Trainer, record: dict[str, float]) -> None:
+                seen.append(torch.get_num_threads())
+
+        cfg = TrainConfig(max_epochs=2, batch_size=64)
+        Trainer(net, ce, cfg, callbacks=[Record()]).fit(make_data())
+        assert seen == [1, 1]
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(outer)
