@@ -254,6 +254,14 @@ def main() -> None:
             "",
             *verdict,
             "",
+            "With `--threads 2` on a machine whose cores other processes also use, every "
+            "operation PyTorch splits across threads waits for both: before tabsparse's thread "
+            "policy a 2-thread tabsparse fit took 252 s against 20 s on one thread, and a "
+            "2-thread pytorch-tabnet fit took from 32 s to over 8 minutes. tabsparse now trains "
+            "small batches on one thread whatever the setting (see the user guide, *Speed and "
+            "threads*), so its 2-thread figures equal its 1-thread ones; compare 2-thread runs "
+            "only on an otherwise idle machine.",
+            "",
         ]
     )
     section = SECTION if args.device == "cpu" else f"{SECTION} (GPU)"
