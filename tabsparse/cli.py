@@ -310,15 +310,22 @@ def _model_io() -> Any:
     return io
 
 
-def _load_model(path: str) -> Any:
+def _load_model(path: str, *, predicts: bool = True) -> Any:
+    """A fitted estimator from a model file; ``predicts``: it must have ``predict`` (a
+    ``TabNetPretrainer`` has not: it can be explained and inspected only)."""
     _check_input_file(path, "model")
     io = _model_io()
     try:
         model = io.load(path)
     except io.ModelFileError as exc:  # its message names the file and the problem
         raise CliError(_one_line(exc)) from exc
-    if not hasattr(model, "predict") or not hasattr(model, "encoder_"):
+    if not hasattr(model, "encoder_"):
         raise CliError(f"{path} does not hold a fitted tabsparse estimator")
+    if predicts and not hasattr(model, "predict"):
+        raise CliError(
+            f"{path} holds a {type(model).__name__}, which makes no predictions "
+            "(use 'tabsparse explain' or 'tabsparse info', or transform in Python)"
+        )
     return model
 
 
@@ -448,7 +455,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         _check_output_file(args.plot, "plot")
         if args.plot == "-":
             raise CliError("the plot cannot be written to stdout; give a file name to --plot")
-    model = _load_model(args.model)
+    model = _load_model(args.model, predicts=False)
     X = _model_features(model, read_table(args.data), args.data)
     explanation = model.explain(X)
     _write_csv(explanation.to_frame(), args.output)
@@ -564,7 +571,7 @@ def _print_summary(summary: dict[str, Any], out: TextIO) -> None:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    model = _load_model(args.model)
+    model = _load_model(args.model, predicts=False)
     summary = _model_summary(model)
     if args.json:
         json.dump(summary, sys.stdout, indent=2, default=_jsonable)

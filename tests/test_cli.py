@@ -468,3 +468,21 @@ def test_parquet_fit_and_predict(capsys: pytest.CaptureFixture[str], tmp_path: P
     )
     assert rc == 0, err
     assert len(pd.read_csv(tmp_path / "p.csv")) == 40
+
+
+def test_a_pretrainer_file_is_explained_and_described_but_not_predicted(
+    capsys: pytest.CaptureFixture[str], workdir: Path, model_io
+) -> None:  # type: ignore[no-untyped-def]
+    from tabsparse import TabNetPretrainer
+
+    frame = make_frame()[["a", "b", "c"]]
+    path = workdir / "pretrainer.model"
+    model_io.save(TabNetPretrainer(max_epochs=2, n_d=4, n_a=4, random_state=0).fit(frame), path)
+    rc, text, err = run(capsys, "info", path)
+    assert rc == 0 and err == "" and "TabNetPretrainer" in text
+    out = workdir / "pretrainer_explain.csv"
+    rc, _, err = run(capsys, "explain", path, workdir / "new.csv", "-o", out)
+    assert rc == 0 and err == ""
+    assert pd.read_csv(out).columns.tolist() == ["a", "b", "c"]
+    rc, _, err = run(capsys, "predict", path, workdir / "new.csv", "-o", workdir / "p.csv")
+    assert_one_line_error(rc, err, "TabNetPretrainer", "makes no predictions")
