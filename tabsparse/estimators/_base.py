@@ -176,7 +176,7 @@ class TabNetBase(BaseEstimator):
         gamma: float = 1.3,
         n_independent: int = 2,
         n_shared: int = 2,
-        momentum: float = 0.02,
+        momentum: float = 0.1,
         mask_type: str = "sparsemax",
         lambda_sparse: float = 1e-3,
         virtual_batch_size: int = 128,

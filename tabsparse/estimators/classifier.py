@@ -35,8 +35,11 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         Relaxation of the prior: 1 means a feature is used at most once across steps.
     n_independent, n_shared : int, default=2
         Step-specific and shared GLU layers per feature transformer.
-    momentum : float, default=0.02
-        Batch-norm momentum (PyTorch convention).
+    momentum : float, default=0.1
+        Batch-norm momentum (PyTorch convention; pytorch-tabnet uses 0.02). The running
+        statistics are updated once per batch, so with a few dozen batches per epoch 0.02 lags
+        the weights by about an epoch; 0.1 tracks them (see "Defaults: what was tried" in
+        ``benchmarks/README.md``).
     mask_type : {"sparsemax", "entmax"}, default="sparsemax"
     lambda_sparse : float, default=1e-3
         Weight of the mask-entropy sparsity loss.
@@ -161,7 +164,7 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         gamma: float = 1.3,
         n_independent: int = 2,
         n_shared: int = 2,
-        momentum: float = 0.02,
+        momentum: float = 0.1,
         mask_type: str = "sparsemax",
         lambda_sparse: float = 1e-3,
         virtual_batch_size: int = 128,
