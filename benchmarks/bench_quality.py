@@ -714,9 +714,10 @@ def variants(rows: list[dict[str, Any]], names: list[str]) -> list[dict[str, Any
             for k, v in row["tabsparse_params"].items()
             if k in current[kind] and current[kind][k] != v and k != "class_weight"
         )
-        key = (row["train_cap"], row["test_cap"], ", ".join(diff) or "current defaults")
+        label = row.get("label", "")
+        key = (row["train_cap"], row["test_cap"], ", ".join(diff) or "current defaults", label)
         groups.setdefault(key, {})[row["dataset"]] = row  # the latest row wins
-        labels[key] = row.get("label") or labels.get(key, "")
+        labels[key] = label
     out = []
     for key, ts_rows in groups.items():
         caps = (key[0], key[1])
@@ -743,15 +744,15 @@ def variants(rows: list[dict[str, Any]], names: list[str]) -> list[dict[str, Any
 def render_variants(found: list[dict[str, Any]]) -> str:
     """Markdown table of :func:`variants`."""
     lines = [
-        "| train / test cap | tabsparse parameters (vs. the current defaults) | datasets | T | G "
-        "| mean acc gap (pts) | mean RMSE excess | tabsparse fit s |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| run | train / test cap | tabsparse parameters (vs. the current defaults) | datasets "
+        "| T | G | mean acc gap (pts) | mean RMSE excess | tabsparse fit s |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for v in found:
         mt, nt = v["vs_tabnet"]
         mg, ng = v["vs_gbm"]
         lines.append(
-            f"| {v['caps'][0]:,} / {v['caps'][1]:,} | {v['params']} | {v['n']} | "
+            f"| {v['label']} | {v['caps'][0]:,} / {v['caps'][1]:,} | {v['params']} | {v['n']} | "
             f"{f'{mt}/{nt}' if nt else '—'} | {mg}/{ng} | {100 * v['mean_acc_gap']:.2f} | "
             f"{100 * v['mean_rmse_excess']:.1f}% | {v['tabsparse_fit_s']:.0f} |"
         )
