@@ -50,7 +50,6 @@ class AdamW:
         self.betas = (float(betas[0]), float(betas[1]))
         self.eps = float(eps)
         self.weight_decay = float(weight_decay)
-        self.steps = 0
         self.exp_avg = [
             torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params
         ]
@@ -74,15 +73,14 @@ class AdamW:
         live = [i for i, p in enumerate(self.params) if p.grad is not None]
         if not live:
             return
-        self.steps += 1
         params: list[torch.Tensor] = [self.params[i] for i in live]
         grads = [p.grad for p in params]
         exp_avg = [self.exp_avg[i] for i in live]
         exp_avg_sq = [self.exp_avg_sq[i] for i in live]
         beta1, beta2 = self.betas
+        steps = [self._step_tensors[i] for i in live]
+        torch._foreach_add_(steps, 1.0)
         if self.fused:
-            steps = [self._step_tensors[i] for i in live]
-            torch._foreach_add_(steps, 1.0)
             for device_group in _by_device(params):
                 torch._fused_adamw_(
                     [params[j] for j in device_group],
@@ -100,9 +98,7 @@ class AdamW:
                     maximize=False,
                 )
             return
-        for i in live:
-            self._step_tensors[i] += 1.0
-        t = float(self._step_tensors[live[0]])
+        t = float(steps[0])
         if self.weight_decay:
             torch._foreach_mul_(params, 1.0 - self.lr * self.weight_decay)
         torch._foreach_lerp_(exp_avg, grads, 1.0 - beta1)  # type: ignore[arg-type]
@@ -117,7 +113,6 @@ class AdamW:
         return {
             "lr": self.lr,
             "betas": self.betas,
-            "steps": self.steps,
             "exp_avg": [t.clone() for t in self.exp_avg],
             "exp_avg_sq": [t.clone() for t in self.exp_avg_sq],
             "step_tensors": [t.clone() for t in self._step_tensors],
@@ -131,7 +126,6 @@ class AdamW:
             )
         self.lr = float(state["lr"])
         self.betas = (float(state["betas"][0]), float(state["betas"][1]))
-        self.steps = int(state["steps"])
         for mine, saved in (
             (self.exp_avg, state["exp_avg"]),
             (self.exp_avg_sq, state["exp_avg_sq"]),

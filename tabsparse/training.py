@@ -232,6 +232,12 @@ def iter_batches(
         yield data.take(rows), stop - start
 
 
+#: Values per operation from which a second intra-op thread pays off during training and
+#: during inference (see :func:`training_threads`).
+THREAD_GRAIN = 1 << 17
+INFERENCE_GRAIN = 1 << 20
+
+
 @torch.inference_mode()
 def predict_outputs(
     network: nn.Module, data: TensorData, *, batch_size: int = 16384, with_masks: bool = False
@@ -240,10 +246,9 @@ def predict_outputs(
     was_training = network.training
     network.eval()
     logits, masks, importance = [], [], []
-    rows = min(batch_size, max(1, len(data)))
-    threads = max(1, min(torch.get_num_threads(), rows * _width(network) // INFERENCE_GRAIN))
-    if data.device.type != "cpu":
-        threads = torch.get_num_threads()
+    threads = torch.get_num_threads()
+    if data.device.type == "cpu":
+        threads = _threads_for(min(batch_size, max(1, len(data))), network, INFERENCE_GRAIN)
     try:
         with intra_op_threads(threads):
             for start, stop in batch_bounds(len(data), batch_size) or [(0, 0)]:
@@ -263,12 +268,6 @@ def predict_outputs(
     )
 
 
-#: Values per operation from which a second intra-op thread pays off during training and
-#: during inference (see :func:`training_threads`).
-THREAD_GRAIN = 1 << 17
-INFERENCE_GRAIN = 1 << 20
-
-
 def training_threads(
     batch_size: int, n_rows: int, network: nn.Module, ctx: DistContext | None = None
 ) -> int:
@@ -278,8 +277,12 @@ def training_threads(
     thread: their operations are too small to split, and split operations wait for every
     thread at each step, which costs milliseconds when other processes hold the cores."""
     world = 1 if ctx is None else ctx.world_size
-    rows = max(1, min(batch_size, n_rows) // world)
-    return max(1, min(torch.get_num_threads(), rows * _width(network) // THREAD_GRAIN))
+    return _threads_for(max(1, min(batch_size, n_rows) // world), network, THREAD_GRAIN)
+
+
+def _threads_for(rows: int, network: nn.Module, grain: int) -> int:
+    """One thread per ``grain`` values of a batch's widest activation, 1 to the setting."""
+    return max(1, min(torch.get_num_threads(), rows * _width(network) // grain))
 
 
 def _width(network: nn.Module) -> int:
