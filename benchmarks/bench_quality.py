@@ -17,6 +17,11 @@ caps on the training and test rows (a seeded random subsample) so that the whole
   ``eval_set`` = a 10% split (seed 0, stratified for classification) of the training rows for its
   default early stopping (``max_epochs=100, patience=10``), ``compute_importance=False``.
 
+With ``--seeds N`` the two neural networks are fitted with ``random_state`` 0..N-1 on the same
+split (the seed sets their initialisation, batch order and early-stopping holdout) and the table
+shows the means over the seeds with their range; single-seed differences of a point are common
+on the small tables. The gradient-boosted models are fitted once.
+
 Each worker process runs one model at a time on one thread (``OMP_NUM_THREADS=1``,
 ``torch.set_num_threads(1)``, LightGBM ``n_jobs=1``), so the fit times are single-thread times.
 One JSON record per dataset x model x parameter variant is appended to
@@ -31,6 +36,7 @@ Usage::
     python benchmarks/bench_quality.py --models tabsparse --reuse \\
         --tabsparse-params '{"batch_size": 4096}' --no-write   # screen a candidate default
     python benchmarks/bench_quality.py --datasets adult letter --train-cap 20000
+    python benchmarks/bench_quality.py --seeds 3 --reuse   # neural models: mean over 3 seeds
 """
 
 from __future__ import annotations
@@ -73,6 +79,7 @@ SECTION = "## Quality against gradient boosting and pytorch-tabnet"
 DATASETS = Path(os.environ.get("TABSPARSE_DATASETS", ROOT.parent / "shared" / "datasets"))
 MODELS = ("tabsparse", "hgb", "lightgbm", "pytorch-tabnet")
 GBMS = ("hgb", "lightgbm")
+NEURAL = ("tabsparse", "pytorch-tabnet")  # fitted once per seed with --seeds
 TRAIN_CAP = 50_000
 TEST_CAP = 20_000
 SEED = 0
@@ -336,9 +343,12 @@ def _tabnet_arrays(s: Split) -> tuple[np.ndarray, np.ndarray, list[int], list[in
 
 
 def run_model(
-    name: str, model: str, params: dict[str, Any], train_cap: int, test_cap: int
+    name: str, model: str, params: dict[str, Any], train_cap: int, test_cap: int, seed: int = SEED
 ) -> dict[str, Any]:
-    """Fit and score one model on one task (runs in a worker process)."""
+    """Fit and score one model on one task (runs in a worker process).
+
+    ``seed`` is the neural models' ``random_state`` (initialisation, batch order and the 10%
+    early-stopping holdout); the train/test split and the caps never depend on it."""
     import torch
 
     torch.set_num_threads(1)
@@ -346,6 +356,8 @@ def run_model(
     task = TASK_BY_NAME[name]
     s = load_split(name, train_cap, test_cap)
     record: dict[str, Any] = {"dataset": name, "model": model, "kind": task.kind}
+    if model in NEURAL:
+        record["seed"] = seed
     extra: dict[str, Any] = {}
     if model == "pytorch-tabnet":
         from pytorch_tabnet.tab_model import TabNetClassifier as PTC
@@ -358,10 +370,10 @@ def run_model(
             ytr if task.kind != "regression" and pd.Series(ytr).value_counts().min() >= 2 else None
         )
         fit_idx, val_idx = train_test_split(
-            np.arange(len(ytr)), test_size=0.1, random_state=SEED, stratify=strat
+            np.arange(len(ytr)), test_size=0.1, random_state=seed, stratify=strat
         )
         cls = PTR if task.kind == "regression" else PTC
-        est = cls(cat_idxs=cat_idxs, cat_dims=cat_dims, verbose=0, seed=SEED, **params)
+        est = cls(cat_idxs=cat_idxs, cat_dims=cat_dims, verbose=0, seed=seed, **params)
         yfit = ytr.reshape(-1, 1) if task.kind == "regression" else ytr
         t0 = time.perf_counter()
         with contextlib.redirect_stdout(io.StringIO()):  # its "Early stopping occurred" line
@@ -388,7 +400,7 @@ def run_model(
             from tabsparse import TabNetClassifier, TabNetRegressor
 
             est = (TabNetRegressor if task.kind == "regression" else TabNetClassifier)(
-                random_state=SEED, device="cpu", **params
+                random_state=seed, device="cpu", **params
             )
             X_test = s.X_test
             full = {k: v for k, v in est.get_params().items() if k not in ("verbose", "callbacks")}
@@ -477,12 +489,14 @@ def load_results() -> list[dict[str, Any]]:
     return [json.loads(line) for line in RESULTS.read_text().splitlines() if line.strip()]
 
 
-def resolved_tabsparse_params(kind: str, params: dict[str, Any]) -> dict[str, str]:
+def resolved_tabsparse_params(
+    kind: str, params: dict[str, Any], seed: int = SEED
+) -> dict[str, str]:
     """The full parameter set a tabsparse row is matched on (defaults resolved now)."""
     from tabsparse import TabNetClassifier, TabNetRegressor
 
     est = (TabNetRegressor if kind == "regression" else TabNetClassifier)(
-        random_state=SEED, device="cpu", **params
+        random_state=seed, device="cpu", **params
     )
     full = {k: v for k, v in est.get_params().items() if k not in ("verbose", "callbacks")}
     return {k: repr(v) for k, v in sorted(full.items())}
@@ -498,13 +512,21 @@ def _uncapped(row: dict[str, Any], caps: tuple[int, int]) -> bool:
 
 
 def find_stored(
-    rows: list[dict[str, Any]], name: str, model: str, params: dict[str, Any], caps: tuple[int, int]
+    rows: list[dict[str, Any]],
+    name: str,
+    model: str,
+    params: dict[str, Any],
+    caps: tuple[int, int],
+    seed: int = SEED,
 ) -> dict[str, Any] | None:
-    """The latest stored row for this dataset, model, variant and caps."""
+    """The latest stored row for this dataset, model, variant, caps and seed (rows written
+    before ``--seeds`` existed are seed 0)."""
     kind = TASK_BY_NAME[name].kind
-    want = resolved_tabsparse_params(kind, params) if model == "tabsparse" else None
+    want = resolved_tabsparse_params(kind, params, seed) if model == "tabsparse" else None
     for row in reversed(rows):
         if (row["dataset"], row["model"]) != (name, model):
+            continue
+        if model in NEURAL and row.get("seed", SEED) != seed:
             continue
         if (row.get("train_cap"), row.get("test_cap")) != caps and not _uncapped(row, caps):
             continue
@@ -515,6 +537,40 @@ def find_stored(
             continue
         return row
     return None
+
+
+def stored_seeds(
+    rows: list[dict[str, Any]], name: str, model: str, params: dict[str, Any], caps: tuple[int, int]
+) -> list[dict[str, Any]]:
+    """The latest stored row of every seed of this dataset, model, variant and caps."""
+    seeds = sorted(
+        {r.get("seed", SEED) for r in rows if (r["dataset"], r["model"]) == (name, model)}
+    )
+    found = (find_stored(rows, name, model, params, caps, seed) for seed in seeds)
+    return [r for r in found if r is not None]
+
+
+METRICS = ("accuracy", "auc", "rmse", "r2", "fit_s", "predict_s", "epochs")
+
+
+def mean_over_seeds(seed_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row whose metrics (and fit seconds, epochs) are the means over ``seed_rows``; with
+    ``n_seeds`` and ``spread`` (max - min of the primary metric) added."""
+    if len(seed_rows) == 1:
+        return {**seed_rows[0], "n_seeds": 1, "spread": 0.0}
+    out = dict(seed_rows[-1])
+    for key in METRICS:
+        values = [r[key] for r in seed_rows if key in r]
+        if values:
+            out[key] = float(np.mean(values))
+    firsts = [primary(r) for r in seed_rows]
+    out.update(
+        n_seeds=len(seed_rows),
+        spread=float(max(firsts) - min(firsts)),
+        seeds=[r.get("seed", SEED) for r in seed_rows],
+        per_seed=firsts,
+    )
+    return out
 
 
 # ---- report --------------------------------------------------------------------------------
@@ -564,7 +620,7 @@ def summary(by_dataset: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
         "vs_gbm": (met_g, n_g),
         "mean_acc_gap": float(np.mean(cls_gaps)) if cls_gaps else float("nan"),
         "mean_rmse_excess": float(np.mean(reg_gaps)) if reg_gaps else float("nan"),
-        "tabsparse_fit_s": fit,
+        "tabsparse_fit_s": fit,  # with several seeds: the mean fit time of each dataset
     }
 
 
@@ -572,8 +628,18 @@ def _fmt_metric(row: dict[str, Any] | None) -> str:
     if row is None:
         return "—"
     if row["kind"] == "regression":
-        return f"{row['rmse']:.4g} / {row['r2']:.3f}"
-    return f"{row['accuracy']:.4f} / {row['auc']:.4f}"
+        cell = f"{row['rmse']:.4g} / {row['r2']:.3f}"
+        spread = f"{row.get('spread', 0.0):.3g}"
+    else:
+        cell = f"{row['accuracy']:.4f} / {row['auc']:.4f}"
+        spread = f"{row.get('spread', 0.0):.4f}"
+    if row.get("n_seeds", 1) > 1:
+        cell += f" (±{spread} over {row['n_seeds']})"
+    return cell
+
+
+def _fmt_epochs(row: dict[str, Any] | None) -> str:
+    return "—" if row is None else f"{row['epochs']:.0f}"
 
 
 def _fmt_time(row: dict[str, Any] | None) -> str:
@@ -587,6 +653,7 @@ def render(
     variant: dict[str, Any],
     notes: str,
     caveat: str = "",
+    seeds: int = 1,
 ) -> str:
     """The README section body."""
     load = load_average()
@@ -616,9 +683,20 @@ def render(
         "it (with `--reuse` the reference rows may come from an earlier run than the tabsparse "
         "rows, and the load average above is the one at rendering)." + caveat,
         "",
-        f"Each model runs with its own defaults and `random_state=0` on one fixed split per "
-        f"dataset: the official split where the data has one, otherwise 80/20 with seed 0 "
-        f"(stratified for classification). Training rows are capped at {caps[0]:,} and test rows "
+        "Each model runs with its own defaults on one fixed split per "
+        "dataset: the official split where the data has one, otherwise 80/20 with seed 0 "
+        "(stratified for classification). "
+        + (
+            f"The two neural networks (tabsparse and pytorch-tabnet) are fitted {seeds} times, "
+            f"with `random_state` 0 to {seeds - 1} (the seed sets their initialisation, the "
+            "batch order and the 10% early-stopping holdout; the split stays the same): their "
+            "cells show the **mean over the seeds** and, in brackets, the range (max − min) of "
+            "the accuracy or RMSE over the seeds; the checks compare the means. The "
+            "gradient-boosted models are fitted once with `random_state=0`. "
+            if seeds > 1
+            else "Every model is fitted once with `random_state=0`. "
+        )
+        + f"Training rows are capped at {caps[0]:,} and test rows "
         f"at {caps[1]:,} (a seeded random subsample; `n train` shows the cap where it applied). "
         'tabsparse gets the DataFrame as it is (its `early_stopping="auto"` holds out 10% of the '
         "training rows itself above 10,000 rows); HistGradientBoosting gets "
@@ -671,7 +749,7 @@ def render(
         lines.append(
             f"| {name} | "
             + " | ".join(_fmt_time(rows.get(m)) for m in MODELS)
-            + f" | {ts['epochs'] if ts else '—'} | {pt['epochs'] if pt else '—'} |"
+            + f" | {_fmt_epochs(ts)} | {_fmt_epochs(pt)} |"
         )
     tot = {m: sum(r[m]["fit_s"] for r in by_dataset.values() if m in r) for m in MODELS}
     lines.append("| **total** | " + " | ".join(f"**{tot[m]:.0f}**" for m in MODELS) + " | | |")
@@ -715,22 +793,25 @@ def variants(rows: list[dict[str, Any]], names: list[str]) -> list[dict[str, Any
         diff = sorted(
             f"{k}={v}"
             for k, v in row["tabsparse_params"].items()
-            if k in current[kind] and current[kind][k] != v and k != "class_weight"
+            if k in current[kind]
+            and current[kind][k] != v
+            and k not in ("class_weight", "random_state")
         )
         label = row.get("label", "")
         key = (row["train_cap"], row["test_cap"], ", ".join(diff) or "current defaults", label)
-        groups.setdefault(key, {})[row["dataset"]] = row  # the latest row wins
+        per_seed = groups.setdefault(key, {}).setdefault(row["dataset"], {})
+        per_seed[row.get("seed", SEED)] = row  # the latest row of each seed wins
         labels[key] = label
     out = []
     for key, ts_rows in groups.items():
         caps = (key[0], key[1])
         by_dataset: dict[str, dict[str, dict[str, Any]]] = {}
         for name, ts in ts_rows.items():
-            by_dataset[name] = {"tabsparse": ts}
+            by_dataset[name] = {"tabsparse": mean_over_seeds(list(ts.values()))}
             for m in ("hgb", "lightgbm", "pytorch-tabnet"):
-                ref = find_stored(rows, name, m, {}, caps)
-                if ref is not None:
-                    by_dataset[name][m] = ref
+                refs = stored_seeds(rows, name, m, {}, caps)
+                if refs:  # pytorch-tabnet: the mean over its stored seeds
+                    by_dataset[name][m] = mean_over_seeds(refs)
         out.append(
             {
                 "caps": caps,
@@ -748,14 +829,16 @@ def render_variants(found: list[dict[str, Any]]) -> str:
     """Markdown table of :func:`variants`."""
     lines = [
         "| run | train / test cap | tabsparse parameters (vs. the current defaults) | datasets "
-        "| T | G | mean acc gap (pts) | mean RMSE excess | tabsparse fit s |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+        "| seeds | T | G | mean acc gap (pts) | mean RMSE excess | tabsparse fit s |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for v in found:
         mt, nt = v["vs_tabnet"]
         mg, ng = v["vs_gbm"]
+        n_seeds = sorted({r["tabsparse"].get("n_seeds", 1) for r in v["by_dataset"].values()})
         lines.append(
             f"| {v['label']} | {v['caps'][0]:,} / {v['caps'][1]:,} | {v['params']} | {v['n']} | "
+            f"{'–'.join(map(str, n_seeds))} | "
             f"{f'{mt}/{nt}' if nt else '—'} | {mg}/{ng} | {100 * v['mean_acc_gap']:.2f} | "
             f"{100 * v['mean_rmse_excess']:.1f}% | {v['tabsparse_fit_s']:.0f} |"
         )
@@ -784,6 +867,13 @@ def main(argv: list[str] | None = None) -> None:
         "--variants", action="store_true", help="only print the stored tabsparse variants"
     )
     parser.add_argument("--caveat", default="", help="a sentence about the machine's load")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="fit tabsparse and pytorch-tabnet with random_state 0..N-1 (same split); "
+        "the table shows the mean over the seeds",
+    )
     args = parser.parse_args(argv)
     ts_given = json.loads(args.tabsparse_params)
     # a list screens several variants in one pool (the table shows the first)
@@ -814,8 +904,11 @@ def main(argv: list[str] | None = None) -> None:
                 gap = "—" if c["gap"] is None else f"{100 * c['gap']:+.2f}"
                 print(f"  {n:28s} {_fmt_metric(rows['tabsparse']):18s} gap {gap}")
         return
+    if args.seeds < 1:
+        parser.error(f"--seeds {args.seeds} must be >= 1")
     commit = git_commit()
-    by_dataset: dict[str, dict[str, dict[str, Any]]] = {n: {} for n in names}
+    # the rows of the table: dataset -> model -> seed -> row (GBMs: seed 0 only)
+    by_seed: dict[str, dict[str, dict[int, dict[str, Any]]]] = {n: {} for n in names}
     jobs = []
     for n in names:
         for m in MODELS:
@@ -825,26 +918,31 @@ def main(argv: list[str] | None = None) -> None:
                 if only is not None and n not in only:
                     continue
                 params = {key: v for key, v in given.items() if key != "_datasets"}
-                stored_row = (
-                    find_stored(stored, n, m, params, caps) if (args.reuse or not run_it) else None
-                )
-                if stored_row is not None and k == 0:
-                    by_dataset[n][m] = stored_row
-                elif stored_row is None and run_it:
-                    jobs.append((n, m, params))
+                for seed in range(args.seeds) if m in NEURAL else [SEED]:
+                    stored_row = (
+                        find_stored(stored, n, m, params, caps, seed)
+                        if (args.reuse or not run_it)
+                        else None
+                    )
+                    if stored_row is not None and k == 0:
+                        by_seed[n].setdefault(m, {})[seed] = stored_row
+                    elif stored_row is None and run_it:
+                        jobs.append((n, m, params, seed))
     # longest first: the neural networks on the biggest training sets
     size = {n: (DATASETS / n / f"{n}.csv.gz").stat().st_size for n in names}
-    jobs.sort(key=lambda j: (j[1] in GBMS, -size[j[0]]))
+    jobs.sort(key=lambda j: (j[1] in GBMS, -size[j[0]], j[3]))
     print(
         f"{len(jobs)} fits on {args.workers} workers; "
-        f"{sum(len(v) for v in by_dataset.values())} reused"
+        f"{sum(len(per) for v in by_seed.values() for per in v.values())} reused"
     )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     ctx = mp.get_context("spawn")
     with cf.ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
-        futures = {pool.submit(run_model, n, m, p, *caps): (n, m, p) for n, m, p in jobs}
+        futures = {
+            pool.submit(run_model, n, m, p, *caps, seed): (n, m, p, seed) for n, m, p, seed in jobs
+        }
         for fut in cf.as_completed(futures):
-            n, m, p = futures[fut]
+            n, m, p, seed = futures[fut]
             try:
                 rec = fut.result()
             except Exception as exc:  # keep the other results
@@ -863,15 +961,20 @@ def main(argv: list[str] | None = None) -> None:
             with RESULTS.open("a") as fh:
                 fh.write(json.dumps(rec) + "\n")
             if p == ts_params or m != "tabsparse":
-                by_dataset[n][m] = rec
+                by_seed[n].setdefault(m, {})[seed] = rec
             metric = (
                 f"rmse {rec['rmse']:.4g}"
                 if "rmse" in rec
                 else f"acc {rec['accuracy']:.4f} auc {rec['auc']:.4f}"
             )
-            print(f"{n:28s} {m:15s} {metric}  fit {rec['fit_s']:.1f}s", flush=True)
+            tag = f"{m} s{seed}" if m in NEURAL else m
+            print(f"{n:28s} {tag:18s} {metric}  fit {rec['fit_s']:.1f}s", flush=True)
 
-    by_dataset = {n: by_dataset[n] for n in names if by_dataset[n]}
+    by_dataset = {
+        n: {m: mean_over_seeds([per[s] for s in sorted(per)]) for m, per in by_seed[n].items()}
+        for n in names
+        if by_seed[n]
+    }
     print()
     for n, rows in by_dataset.items():
         c = checks(rows)
@@ -898,6 +1001,7 @@ def main(argv: list[str] | None = None) -> None:
                 ts_params,
                 notes,
                 caveat=args.caveat and " " + args.caveat,
+                seeds=args.seeds,
             ),
         )
         print(f"wrote {SECTION!r} in {README}")

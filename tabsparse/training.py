@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
+from tabsparse.averaging import ExponentialAverage
 from tabsparse.distributed import (
     DistContext,
     all_reduce_sum,
@@ -127,6 +128,7 @@ class TrainConfig:
     checkpoint_every: int = 1
     checkpoint_meta: dict[str, Any] | None = None
     virtual_batch_size: int | None = None  # in-memory batches become multiples of the split
+    ema_decay: float | None = None  # validate and keep an EMA of the weights (tabsparse.averaging)
 
 
 CHECKPOINT_PREFIX = "tabsparse-training-checkpoint-"
@@ -432,6 +434,11 @@ class Trainer:
         self._opt = opt = self._optimizer()
         steps = train.n_batches(cfg.batch_size)
         self._sched = sched = self._scheduler(opt, steps)
+        self._ema = ema = (
+            None
+            if cfg.ema_decay is None
+            else ExponentialAverage(net.parameters(), decay=cfg.ema_decay)
+        )
         if mean_weight is None:
             mean_weight = train.mean_weight()
         if not mean_weight > 0:
@@ -479,6 +486,8 @@ class Trainer:
                     opt.step()
                     if sched is not None:
                         sched.step()
+                    if ema is not None:
+                        ema.update()
                     total += loss.detach() * (global_rows / world)
                 train_loss = float(all_reduce_sum(total, ctx)) / len(train)
                 flush_statistics(net)  # before buffers are read directly
@@ -495,6 +504,8 @@ class Trainer:
                         f"(history index {epoch}); "
                         "try a lower learning_rate or check the inputs for extreme values"
                     )
+                if ema is not None:  # validate and keep the averaged weights
+                    ema.swap()
                 if val is not None:
                     record.update(self._validate(val))
                     if ctx is not None:  # every rank takes rank 0's decision
@@ -513,6 +524,8 @@ class Trainer:
                     self._since_best = 0
                 else:
                     self._since_best += 1
+                if ema is not None:  # back to the live weights to train on
+                    ema.swap()
                 record["seconds"] = time.perf_counter() - tic
                 self.history.append(record)
                 self._log(record)
@@ -567,6 +580,7 @@ class Trainer:
             "network": self.network.state_dict(),
             "optimizer": self._opt.state_dict(),
             "scheduler": None if self._sched is None else self._sched.state_dict(),
+            "ema": None if self._ema is None else self._ema.state_dict(),
             "generator": self._generator.get_state(),
             "history": [dict(r) for r in self.history],
             "run_start": self._run_start,
@@ -588,6 +602,8 @@ class Trainer:
         self._opt.load_state_dict(state["optimizer"])
         if self._sched is not None and state["scheduler"] is not None:
             self._sched.load_state_dict(state["scheduler"])
+        if self._ema is not None and state.get("ema") is not None:
+            self._ema.load_state_dict(state["ema"])
         self._generator.set_state(state["generator"])
         self.history[:] = [dict(r) for r in state["history"]]
         self._run_start = int(state["run_start"])

@@ -258,6 +258,8 @@ def test_class_weight_balanced() -> None:
         ("mask_type", "softmax", "'mask_type' parameter"),
         ("learning_rate", 0.0, "'learning_rate' parameter"),
         ("lr_schedule", "linear", "'lr_schedule' parameter"),
+        ("ema_decay", 1.0, "'ema_decay' parameter"),
+        ("ema_decay", 0.0, "'ema_decay' parameter"),
         ("early_stopping", "sometimes", "'early_stopping' parameter"),
         ("validation_fraction", 1.5, "'validation_fraction' parameter"),
         ("batch_size", -1, "'batch_size' parameter"),
@@ -467,6 +469,31 @@ def test_resuming_from_a_checkpoint_gives_the_uninterrupted_model(tmp_path) -> N
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match=r"junk\.pt"):
         other.fit(X, y, X_val=Xv, y_val=yv, resume_from=tmp_path / "junk.pt")
+
+
+def test_ema_decay_changes_the_model_and_resumes_exactly(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    X, y = mixed_frame(300)
+    Xv, yv = mixed_frame(100, seed=3)
+    settings = {"max_epochs": 6, "random_state": 0, "device": "cpu", "n_iter_no_change": 3}
+    plain = TabNetClassifier(**settings, ema_decay=None).fit(X, y, X_val=Xv, y_val=yv)
+    averaged = TabNetClassifier(**settings, ema_decay=0.9).fit(X, y, X_val=Xv, y_val=yv)
+    # same batches and updates, but validation and the kept weights use the average
+    assert [r["train_loss"] for r in plain.history_][:1] == [
+        r["train_loss"] for r in averaged.history_
+    ][:1]
+    assert [r["val_loss"] for r in plain.history_] != [r["val_loss"] for r in averaged.history_]
+    assert not np.allclose(plain.predict_proba(Xv), averaged.predict_proba(Xv))
+
+    interrupted = TabNetClassifier(
+        **settings, ema_decay=0.9, checkpoint_dir=tmp_path, callbacks=[_Sabotage(2, "interrupt")]
+    )
+    with pytest.warns(RuntimeWarning, match="interrupted"):
+        interrupted.fit(X, y, X_val=Xv, y_val=yv)
+    resumed = TabNetClassifier(**settings, ema_decay=0.9).fit(
+        X, y, X_val=Xv, y_val=yv, resume_from=tmp_path
+    )
+    assert [r["val_loss"] for r in resumed.history_] == [r["val_loss"] for r in averaged.history_]
+    np.testing.assert_array_equal(resumed.predict_proba(Xv), averaged.predict_proba(Xv))
 
 
 def test_threads_predicting_at_once_match_one_thread() -> None:

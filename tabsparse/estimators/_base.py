@@ -148,6 +148,7 @@ class TabNetBase(BaseEstimator):
         "learning_rate": [Interval(Real, 0.0, None, closed="neither")],
         "weight_decay": [Interval(Real, 0.0, None, closed="left")],
         "lr_schedule": [StrOptions(set(LR_SCHEDULES))],
+        "ema_decay": [Interval(Real, 0.0, 1.0, closed="neither"), None],
         "early_stopping": [StrOptions({"auto"}), "boolean"],
         "validation_fraction": [Interval(Real, 0.0, 1.0, closed="neither")],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
@@ -185,6 +186,7 @@ class TabNetBase(BaseEstimator):
         learning_rate: float = 0.02,
         weight_decay: float = 0.0,
         lr_schedule: str = "cosine",
+        ema_decay: float | None = None,
         early_stopping: str | bool = "auto",
         validation_fraction: float = 0.1,
         n_iter_no_change: int = 10,
@@ -218,6 +220,7 @@ class TabNetBase(BaseEstimator):
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
         self.lr_schedule = lr_schedule
+        self.ema_decay = ema_decay
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
@@ -474,6 +477,7 @@ class TabNetBase(BaseEstimator):
                 learning_rate=self.learning_rate,
                 weight_decay=self.weight_decay,
                 lr_schedule=self.lr_schedule,
+                ema_decay=self.ema_decay,
                 lambda_sparse=self.lambda_sparse,
                 n_iter_no_change=self.n_iter_no_change,
                 tol=self.tol,

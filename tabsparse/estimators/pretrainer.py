@@ -135,6 +135,7 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
         learning_rate: float = 0.02,
         weight_decay: float = 0.0,
         lr_schedule: str = "cosine",
+        ema_decay: float | None = None,
         early_stopping: str | bool = "auto",
         validation_fraction: float = 0.1,
         n_iter_no_change: int = 10,
@@ -169,6 +170,7 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
         self.lr_schedule = lr_schedule
+        self.ema_decay = ema_decay
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change

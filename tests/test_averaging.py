@@ -1,0 +1,115 @@
+"""Tests of the weight average (tabsparse.averaging) and of its use by the trainer."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tabsparse.averaging import ExponentialAverage
+from tabsparse.nn import TabNet
+from tabsparse.training import TensorData, TrainConfig, Trainer
+
+
+def test_update_follows_the_warmed_up_decay() -> None:
+    p = torch.nn.Parameter(torch.zeros(3))
+    ema = ExponentialAverage([p], decay=0.9)
+    expected = torch.zeros(3)
+    for t in range(1, 40):
+        with torch.no_grad():
+            p.fill_(float(t))
+        ema.update()
+        d = min(0.9, (1 + t) / (10 + t))  # 0.18 at the first step, then up to 0.9
+        expected = d * expected + (1 - d) * float(t)
+        torch.testing.assert_close(ema.shadow[0], expected)
+
+
+def test_swap_exchanges_and_swapping_twice_restores() -> None:
+    p = torch.nn.Parameter(torch.ones(2))
+    ema = ExponentialAverage([p], decay=0.5)
+    with torch.no_grad():
+        p.fill_(5.0)
+    ema.swap()
+    torch.testing.assert_close(p.detach(), torch.ones(2))
+    torch.testing.assert_close(ema.shadow[0], torch.full((2,), 5.0))
+    ema.swap()
+    torch.testing.assert_close(p.detach(), torch.full((2,), 5.0))
+
+
+def test_frozen_parameters_are_not_averaged() -> None:
+    layer = torch.nn.Linear(2, 2)
+    layer.bias.requires_grad_(False)
+    assert len(ExponentialAverage(layer.parameters(), decay=0.9).shadow) == 1
+
+
+@pytest.mark.parametrize("decay", [0.0, 1.0, -0.5, 2.0])
+def test_decay_outside_the_open_unit_interval_is_refused(decay: float) -> None:
+    with pytest.raises(ValueError, match=f"decay={decay}"):
+        ExponentialAverage([torch.nn.Parameter(torch.zeros(1))], decay=decay)
+
+
+def test_state_round_trip_and_mismatch() -> None:
+    p = torch.nn.Parameter(torch.zeros(2))
+    ema = ExponentialAverage([p], decay=0.9)
+    with torch.no_grad():
+        p.fill_(1.0)
+    ema.update()
+    other = ExponentialAverage([torch.nn.Parameter(torch.zeros(2))], decay=0.5)
+    other.load_state_dict(ema.state_dict())
+    assert (other.decay, other.t) == (0.9, 1)
+    torch.testing.assert_close(other.shadow[0], ema.shadow[0])
+    two = ExponentialAverage([p, torch.nn.Parameter(torch.zeros(1))], decay=0.9)
+    with pytest.raises(ValueError, match="this model has 2"):
+        two.load_state_dict(ema.state_dict())
+
+
+def _data(n: int = 200, seed: int = 0) -> TensorData:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 4, generator=g)
+    y = (x[:, 0] + 0.5 * x[:, 1] > 0).long()
+    return TensorData(x, torch.zeros(n, 0, dtype=torch.int64), y)
+
+
+def _net() -> TabNet:
+    torch.manual_seed(0)
+    return TabNet(
+        numeric_columns=[0, 1, 2, 3],
+        categorical_columns=[],
+        numeric_mean=[0.0] * 4,
+        numeric_std=[1.0] * 4,
+        cardinalities=[],
+        n_outputs=2,
+        n_steps=2,
+        virtual_batch_size=32,
+    )
+
+
+def _ce(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits, target, reduction="none")
+
+
+@pytest.mark.parametrize("with_validation", [False, True])
+def test_trainer_keeps_the_averaged_weights(with_validation: bool) -> None:
+    cfg = TrainConfig(max_epochs=6, batch_size=64, ema_decay=0.9)
+    trainer = Trainer(_net(), _ce, cfg).fit(_data(), _data(100, seed=1) if with_validation else None)
+    assert trainer._ema is not None
+    kept = [p.detach() for p in trainer.network.parameters()]
+    if not with_validation or trainer.best_iteration == 5:
+        # the last epoch's average is what the network holds; the live weights differ from it
+        for p, avg in zip(kept, trainer._ema.shadow, strict=True):
+            torch.testing.assert_close(p, avg)
+    plain = Trainer(_net(), _ce, TrainConfig(max_epochs=6, batch_size=64)).fit(_data())
+    assert any(
+        not torch.equal(a, b.detach())
+        for a, b in zip(kept, plain.network.parameters(), strict=True)
+    )
+
+
+def test_validation_scores_the_averaged_weights() -> None:
+    """With a slow average the first epochs' validation loss stays near the initial weights'."""
+    val = _data(100, seed=1)
+    fast = Trainer(_net(), _ce, TrainConfig(max_epochs=3, batch_size=64)).fit(_data(), val)
+    slow = Trainer(_net(), _ce, TrainConfig(max_epochs=3, batch_size=64, ema_decay=0.999)).fit(
+        _data(), val
+    )
+    assert slow.history[-1]["val_loss"] > fast.history[-1]["val_loss"]
