@@ -631,10 +631,11 @@ def _narrow_sparsemax_threshold(z: Tensor) -> Tensor:
         z = torch.where(nan_rows, torch.zeros((), dtype=z.dtype, device=z.device), z)
     out = torch.full((z.shape[0], 1), -1.0, dtype=z.dtype, device=z.device)
     tau, r = out, torch.empty_like(z)
+    one = torch.ones((), dtype=z.dtype, device=z.device)
     rows: Tensor | None = None  # the rows of z still searched (None: all)
     k = k_prev = None
     for p in range(_MAX_PASSES_ADAPTIVE):
-        k_prev, (tau, k) = k, _michelot_pass(z, tau, r)
+        k_prev, (tau, k) = k, _michelot_pass(z, tau, r, one)
         if k_prev is None:
             continue
         if torch.equal(k, k_prev):  # no support moved: every iterate is exact
@@ -658,12 +659,14 @@ def _narrow_sparsemax_threshold(z: Tensor) -> Tensor:
     return tau if rows is None else out.index_copy_(0, rows, tau)
 
 
-def _michelot_pass(z: Tensor, tau: Tensor, r: Tensor) -> tuple[Tensor, Tensor]:
-    """``tau <- (sum_{z > tau} z - 1) / #{z > tau}``; returns it and the support sizes."""
+def _michelot_pass(z: Tensor, tau: Tensor, r: Tensor, one: Tensor) -> tuple[Tensor, Tensor]:
+    """``tau <- (sum_{z > tau} z - 1) / #{z > tau}``; returns it and the support sizes.
+
+    ``one`` is a 0-d tensor holding 1 (subtracting a Python number converts it every time)."""
     torch.sub(z, tau, out=r).clamp_(min=0.0)
     s = r.sum(dim=1, keepdim=True)
     k = r.ceil_().sum(dim=1, keepdim=True)  # 0 < z - tau <= 1 on the support
-    return s.sub_(1.0).div_(k).add_(tau), k
+    return s.sub_(one).div_(k).add_(tau), k
 
 
 def _threshold(z: Tensor, entmax: bool) -> Tensor:

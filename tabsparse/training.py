@@ -381,7 +381,14 @@ class Trainer:
         # tabsparse.optim, not torch.optim: the first torch optimiser of a process imports
         # torch._dynamo (seconds); the update is PyTorch's fused AdamW kernel all the same
         cfg = self.config
-        return AdamW(self.network.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+        # flat buffers (one clip / zero / update operation each) except under DDP, whose
+        # reducer manages the gradients itself
+        return AdamW(
+            self.network.parameters(),
+            lr=cfg.learning_rate,
+            weight_decay=cfg.weight_decay,
+            flat=self.dist is None,
+        )
 
     def _scheduler(self, opt: AdamW, steps_per_epoch: int) -> Schedule | None:
         cfg = self.config
@@ -482,7 +489,7 @@ class Trainer:
                     opt.zero_grad()
                     loss.backward()  # type: ignore[no-untyped-call]
                     if cfg.clip_grad_norm is not None:
-                        nn.utils.clip_grad_norm_(net.parameters(), cfg.clip_grad_norm)
+                        opt.clip_grad_norm_(cfg.clip_grad_norm)
                     opt.step()
                     if sched is not None:
                         sched.step()
@@ -555,6 +562,7 @@ class Trainer:
                 stacklevel=2,
             )
         finally:
+            opt.release()
             net.eval()
             self._restore(self._best_state)
             for cb in self.callbacks:  # also after an error, so callbacks can clean up

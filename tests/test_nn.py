@@ -15,7 +15,7 @@ from tabsparse.nn import (
     TabularInput,
     column_groups,
 )
-from tabsparse.nn.transformers import GLUBlock, make_linears
+from tabsparse.nn.transformers import FeatureTransformer, GLUBlock, make_linears
 
 
 def reference_ghost_bn(x: torch.Tensor, bn: GhostBatchNorm) -> torch.Tensor:
@@ -310,3 +310,111 @@ def test_network_eval_output_does_not_depend_on_batch_composition() -> None:
     full = net(x, codes).logits
     single = torch.cat([net(x[i : i + 1], codes[i : i + 1]).logits for i in range(9)])
     torch.testing.assert_close(full, single)
+
+
+@pytest.mark.parametrize(("n_shared", "n_independent"), [(2, 2), (0, 2), (2, 0), (1, 1)])
+@pytest.mark.parametrize("n", [64, 60, 3, 61, 17])
+def test_fused_feature_transformer_equals_the_layer_by_layer_graph(
+    n_shared: int, n_independent: int, n: int
+) -> None:
+    """Training mode runs the GLU layers as one autograd node with a hand-written backward
+    when the batch splits into equal virtual batches of two rows or more (64, 60 and 3 rows
+    do; 61 and 17 take the module path): the same values, gradients and running statistics
+    as the modules one by one."""
+    torch.manual_seed(0)
+    shared = make_linears(10, 12, n_shared)
+    ft = FeatureTransformer(
+        shared=shared,
+        n_in=10,
+        n_out=12,
+        n_independent=n_independent,
+        virtual_batch_size=16,
+        momentum=0.1,
+    ).double()
+    with torch.no_grad():
+        for p in ft.parameters():
+            p.normal_()
+    ref = FeatureTransformer(
+        shared=make_linears(10, 12, n_shared),
+        n_in=10,
+        n_out=12,
+        n_independent=n_independent,
+        virtual_batch_size=16,
+        momentum=0.1,
+    ).double()
+    ref.load_state_dict(ft.state_dict())
+    ref._fused = lambda x: None  # type: ignore[method-assign]
+    calls = []
+    ft._fused = lambda x, f=ft._fused: calls.append(f(x)) or calls[-1]  # type: ignore[method-assign]
+    x = torch.randn(n, 10, dtype=torch.float64, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    for _ in range(2):  # two steps: running statistics are recorded by both paths
+        out, out_ref = ft(x), ref(x_ref)
+        grad = torch.randn_like(out)
+        out.backward(grad)
+        out_ref.backward(grad)
+    assert (calls[-1] is not None) == (n in (64, 60, 3))
+    torch.testing.assert_close(out, out_ref)
+    torch.testing.assert_close(x.grad, x_ref.grad)
+    for (name, p), q in zip(ft.named_parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, msg=name)
+    for (name, a), b in zip(ft.state_dict().items(), ref.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, msg=name)
+    ft.eval()
+    ref.eval()
+    torch.testing.assert_close(ft(x), ref(x))
+
+
+@pytest.mark.parametrize("n", [64, 61])
+def test_fused_attentive_layer_equals_the_module_path(
+    n: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attentive transformer's Linear + ghost BN runs as one autograd node in training
+    (64 rows; 61 do not split evenly): same masks, gradients and running statistics."""
+    from tabsparse.nn import transformers
+
+    torch.manual_seed(0)
+
+    def make() -> AttentiveTransformer:
+        torch.manual_seed(1)
+        at = AttentiveTransformer(
+            n_a=8, n_groups=13, mask_type="sparsemax", virtual_batch_size=16, momentum=0.1
+        ).double()
+        with torch.no_grad():
+            for p in at.parameters():
+                p.normal_()
+        return at
+
+    fused, ref = make(), make()
+    a = torch.randn(n, 8, dtype=torch.float64, requires_grad=True)
+    a_ref = a.detach().clone().requires_grad_()
+    prior = torch.rand(n, 13, dtype=torch.float64) + 0.5
+    out = fused(a, prior)
+    monkeypatch.setattr(transformers, "stack_shape", lambda *args: None)
+    out_ref = ref(a_ref, prior)
+    grad = torch.randn_like(out)
+    out.backward(grad)
+    out_ref.backward(grad)
+    torch.testing.assert_close(out, out_ref)
+    torch.testing.assert_close(a.grad, a_ref.grad)
+    for (name, p), q in zip(fused.named_parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, msg=name)
+    for (name, x), y in zip(fused.state_dict().items(), ref.state_dict().values(), strict=True):
+        torch.testing.assert_close(x, y, msg=name)
+
+
+def test_mask_entropy_matches_the_formula_and_gradcheck() -> None:
+    from tabsparse.nn.encoder import MaskEntropy
+    from tabsparse.sparsemax import sparsemax
+
+    masks = sparsemax(torch.randn(3, 40, 7, dtype=torch.float64) * 2, -1)  # exact zeros too
+    masks.requires_grad_()
+    ref_masks = masks.detach().clone().requires_grad_()
+    value = MaskEntropy.apply(masks, 1e-15)
+    ref = -(ref_masks * torch.log(ref_masks + 1e-15)).sum(-1).mean()
+    torch.testing.assert_close(value, ref)
+    value.backward(torch.tensor(0.3, dtype=torch.float64))
+    ref.backward(torch.tensor(0.3, dtype=torch.float64))
+    torch.testing.assert_close(masks.grad, ref_masks.grad)
+    positive = torch.softmax(torch.randn(2, 5, 4, dtype=torch.float64), -1).requires_grad_()
+    assert torch.autograd.gradcheck(lambda m: MaskEntropy.apply(m, 1e-15), (positive,))

@@ -109,3 +109,40 @@ def test_training_does_not_import_torch_dynamo() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_flat_mode_matches_separate_parameters_and_clips_like_torch(fused: bool) -> None:
+    flat, plain = make_params(3), make_params(3)
+    opt = AdamW(flat, lr=0.05, weight_decay=0.1, fused=fused, flat=True)
+    ref = AdamW(plain, lr=0.05, weight_decay=0.1, fused=fused)
+    storage = flat[0].untyped_storage().data_ptr()
+    assert all(p.untyped_storage().data_ptr() == storage for p in flat)  # one buffer
+    for step in range(5):
+        opt.zero_grad()
+        assert all(p.grad is not None and not p.grad.any() for p in flat)
+        g = torch.Generator().manual_seed(200 + step)
+        for p in flat:
+            p.grad.add_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 3)  # type: ignore[union-attr]
+        set_grads(plain, 0)
+        g = torch.Generator().manual_seed(200 + step)
+        for p in plain:
+            p.grad = torch.randn(p.shape, generator=g, dtype=p.dtype) * 3
+        norm = opt.clip_grad_norm_(1.0)
+        ref_norm = torch.nn.utils.clip_grad_norm_(plain, 1.0)
+        torch.testing.assert_close(norm, ref_norm)
+        for a, b in zip(flat, plain, strict=True):
+            torch.testing.assert_close(a.grad, b.grad)
+        opt.step()
+        ref.step()
+    for a, b in zip(flat, plain, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    state = opt.state_dict()  # the same format as without flat buffers
+    other = AdamW([torch.nn.Parameter(p.detach().clone()) for p in plain], lr=0.05)
+    other.load_state_dict(state)
+    torch.testing.assert_close(other.exp_avg, ref.exp_avg)
+    opt.release()
+    assert all(p.grad is None for p in flat)
+    assert len({p.untyped_storage().data_ptr() for p in flat}) == len(flat)
+    for a, b in zip(flat, plain, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)

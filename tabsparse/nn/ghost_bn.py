@@ -150,25 +150,22 @@ class GhostBatchNorm(nn.Module):
             keep *= 1.0 - weights[t]
         # one row per virtual batch: its mean, 1 / sqrt(biased variance + eps) and row count;
         # update t spreads its weight evenly over its virtual batches
-        parts = [
-            (c / sum(p[0].shape[0] for p in update), part)
-            for c, update in zip(coefs, pending, strict=True)
-            for part in update
-        ]
-        row_coefs = torch.cat(
-            [torch.full((part[0].shape[0],), c, dtype=torch.float64) for c, part in parts]
-        ).to(device=running_mean.device, dtype=running_mean.dtype)
-        means = torch.cat([part[0] for _, part in parts]).to(running_mean.dtype)
-        inv = torch.cat([part[1] for _, part in parts]).to(running_var.dtype)
-        unbias = torch.cat(
-            [
-                torch.full((part[0].shape[0], 1), part[2] / (part[2] - 1), dtype=torch.float64)
-                for _, part in parts
-            ]
-        ).to(device=running_var.device, dtype=running_var.dtype)
-        variances = (inv.pow(-2) - self.eps).clamp_(min=0.0) * unbias
-        running_mean.mul_(keep).add_(row_coefs @ means)
-        running_var.mul_(keep).add_(row_coefs @ variances)
+        row_coefs: list[float] = []
+        unbias: list[float] = []
+        for c, update in zip(coefs, pending, strict=True):
+            per_batch = c / sum(part[0].shape[0] for part in update)
+            for mean, _, rows in update:
+                row_coefs += [per_batch] * mean.shape[0]
+                unbias += [rows / (rows - 1)] * mean.shape[0]
+        parts = [part for update in pending for part in update]
+        means = torch.cat([part[0] for part in parts]).to(running_mean.dtype)
+        inv = torch.cat([part[1] for part in parts]).to(running_var.dtype)
+        options = {"dtype": running_mean.dtype, "device": running_mean.device}
+        weights_t = torch.tensor(row_coefs, **options)  # type: ignore[arg-type]
+        unbias_t = torch.tensor(unbias, **options).unsqueeze(1)  # type: ignore[arg-type]
+        variances = (inv.pow(-2) - self.eps).clamp_(min=0.0) * unbias_t
+        running_mean.mul_(keep).add_(weights_t @ means)
+        running_var.mul_(keep).add_(weights_t @ variances)
         tracked.add_(len(pending))
 
     def eval_affine(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -191,12 +188,17 @@ class GhostBatchNorm(nn.Module):
             out, update = out.view(n, c), [part]
         else:
             out, update = self._normalise_ragged(x, k, size, extra)
+        self.record(update)
+        return torch.addcmul(self.bias, out, self.weight)
+
+    def record(self, update: _Update) -> None:
+        """Record one training call's virtual-batch statistics (``(mean, invstd, rows)`` per
+        part, as the fused batch norm returns them) for the lazy running-statistics update."""
         if self.momentum > 0:
             pending = self.__dict__.setdefault("_pending", [])
             pending.append(update)
             if len(pending) >= _FLUSH_EVERY:
                 self.flush_statistics()
-        return torch.addcmul(self.bias, out, self.weight)
 
     def _normalise(
         self, side: torch.Tensor, c: int

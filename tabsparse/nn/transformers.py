@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tabsparse.nn.fused import GLUStack, LinearGhostBN, stack_shape
 from tabsparse.nn.ghost_bn import GhostBatchNorm
 from tabsparse.sparsemax import entmax15, sparsemax
 
@@ -140,11 +141,37 @@ class FeatureTransformer(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training and x.dim() == 2 and not torch.is_autocast_enabled(x.device.type):
+            fused = self._fused(x)
+            if fused is not None:
+                return fused
         if self.shared is not None:
             x = self.shared(x)
         if self.independent is not None:
             x = self.independent(x)
         return x
+
+    def _fused(self, x: torch.Tensor) -> torch.Tensor | None:
+        """Training-mode forward as one autograd node (:class:`~tabsparse.nn.fused.GLUStack`),
+        or None where that path does not apply."""
+        layers: list[GLULayer] = []
+        residual: list[bool] = []
+        for block in (self.shared, self.independent):
+            if block is not None:
+                for i, layer in enumerate(block.layers):
+                    layers.append(layer)  # type: ignore[arg-type]
+                    residual.append(not (i == 0 and block.first))
+        bns = [layer.bn for layer in layers]
+        shape = stack_shape(x.shape[0], bns)
+        if shape is None or x.dtype not in (torch.float32, torch.float64):
+            return None
+        params: list[torch.Tensor] = []
+        for layer in layers:
+            if layer.fc.bias is not None or layer.fc.weight.dtype != x.dtype:
+                return None
+            params += [layer.fc.weight, layer.bn.weight, layer.bn.bias]
+        out: torch.Tensor = GLUStack.apply(x, tuple(residual), bns, *shape, *params)
+        return out
 
 
 class AttentiveTransformer(nn.Module):
@@ -171,5 +198,14 @@ class AttentiveTransformer(nn.Module):
 
     def forward(self, a: torch.Tensor, prior: torch.Tensor | None = None) -> torch.Tensor:
         """``prior=None`` stands for a prior of ones (the first step)."""
-        logits = linear_bn(self.fc, self.bn, a)
+        shape = None
+        if self.training and a.dim() == 2 and self.fc.bias is None:
+            if not torch.is_autocast_enabled(a.device.type) and a.dtype == self.fc.weight.dtype:
+                shape = stack_shape(a.shape[0], [self.bn])
+        if shape is None:
+            logits = linear_bn(self.fc, self.bn, a)
+        else:  # one autograd node (tabsparse.nn.fused)
+            logits = LinearGhostBN.apply(
+                a, self.bn, *shape, self.fc.weight, self.bn.weight, self.bn.bias
+            )
         return MASK_FUNCTIONS[self.mask_type](logits if prior is None else logits * prior, dim=-1)
