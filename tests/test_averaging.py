@@ -12,16 +12,17 @@ from tabsparse.training import TensorData, TrainConfig, Trainer
 
 
 def test_update_follows_the_warmed_up_decay() -> None:
-    p = torch.nn.Parameter(torch.zeros(3))
+    p = torch.nn.Parameter(torch.full((3,), 100.0))
     ema = ExponentialAverage([p], decay=0.9)
-    expected = torch.zeros(3)
-    for t in range(1, 40):
+    expected = torch.full((3,), 100.0)
+    for t in range(1, 120):
         with torch.no_grad():
             p.fill_(float(t))
         ema.update()
-        d = min(0.9, (1 + t) / (10 + t))  # 0.18 at the first step, then up to 0.9
+        d = min(0.9, (1 + t) / (10 + t))  # 2/11 at the first step, 0.9 from step 80 on
         expected = d * expected + (1 - d) * float(t)
         torch.testing.assert_close(ema.shadow[0], expected)
+    assert ema.t == 119
 
 
 def test_swap_exchanges_and_swapping_twice_restores() -> None:
@@ -91,7 +92,9 @@ def _ce(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("with_validation", [False, True])
 def test_trainer_keeps_the_averaged_weights(with_validation: bool) -> None:
     cfg = TrainConfig(max_epochs=6, batch_size=64, ema_decay=0.9)
-    trainer = Trainer(_net(), _ce, cfg).fit(_data(), _data(100, seed=1) if with_validation else None)
+    trainer = Trainer(_net(), _ce, cfg).fit(
+        _data(), _data(100, seed=1) if with_validation else None
+    )
     assert trainer._ema is not None
     kept = [p.detach() for p in trainer.network.parameters()]
     if not with_validation or trainer.best_iteration == 5:

@@ -67,7 +67,7 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
     The other parameters (``n_d``, ``n_a``, ``n_steps``, ``gamma``, ``n_independent``,
     ``n_shared``, ``momentum``, ``mask_type``, ``lambda_sparse``, ``virtual_batch_size``,
     ``batch_size``, ``max_epochs``, ``learning_rate``, ``weight_decay``, ``lr_schedule``,
-    ``early_stopping``, ``validation_fraction``, ``n_iter_no_change``, ``tol``,
+    ``ema_decay``, ``early_stopping``, ``validation_fraction``, ``n_iter_no_change``, ``tol``,
     ``categorical_features``, ``cat_emb_dim``, ``grouped_features``, ``device``,
     ``random_state``, ``verbose``, ``warm_start``, ``callbacks``, ``checkpoint_dir``,
     ``checkpoint_every``) are those of :class:`tabsparse.TabNetClassifier`; early stopping
