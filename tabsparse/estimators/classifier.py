@@ -53,10 +53,10 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
     lr_schedule : {"cosine", "onecycle", "exponential", "constant"}, default="cosine"
     ema_decay : float in (0, 1) or None, default=None
         Keep an exponential moving average of the weights, updated after every optimiser step
-        with this decay (``1 / (1 - ema_decay)`` is about the number of steps averaged over; the
-        first steps use a smaller decay, ``min(ema_decay, (1 + t) / (10 + t))`` at step ``t``). Validation,
-        early stopping and the fitted model use the averaged weights; training continues from
-        the live ones. None: no averaging.
+        with this decay (``1 / (1 - ema_decay)`` is about the number of steps averaged over;
+        the first steps use a smaller decay, ``min(ema_decay, (1 + t) / (10 + t))`` at step
+        ``t``). Validation, early stopping and the fitted model use the averaged weights;
+        training continues from the live ones. None: no averaging.
     early_stopping : "auto" or bool, default="auto"
         "auto" enables it when there are more than 10,000 rows or when ``X_val`` is given.
     validation_fraction : float, default=0.1
