@@ -255,7 +255,7 @@ def predict_outputs(
         with intra_op_threads(threads):
             for start, stop in batch_bounds(len(data), batch_size) or [(0, 0)]:
                 chunk = data.take(slice(start, stop))
-                out = network(chunk.numeric, chunk.codes)
+                out = network(chunk.numeric, chunk.codes, with_masks=with_masks)
                 logits.append(out.logits.float())
                 if with_masks:
                     masks.append(out.masks.float())

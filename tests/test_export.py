@@ -411,9 +411,11 @@ def test_out_of_range_codes_are_unseen(models: dict[str, Any], programs: dict[st
     n_cat = len(est.encoder_.categorical_columns)
     numeric = torch.zeros((3, len(est.encoder_.numeric_columns)))
     codes = torch.tensor([[1] * n_cat, [99] * n_cat, [-4] * n_cat], dtype=torch.int64)
-    probabilities = module(numeric, codes)[0]
-    torch.testing.assert_close(probabilities[1], probabilities[0], rtol=0, atol=0)
-    torch.testing.assert_close(probabilities[2], probabilities[0], rtol=0, atol=0)
+    # one row per call: within a batch, identical rows may round differently in the last bit
+    # (the matrix kernels treat row blocks differently), across calls they take the same path
+    first, *others = [module(numeric[i : i + 1], codes[i : i + 1])[0] for i in range(3)]
+    for probabilities in others:
+        torch.testing.assert_close(probabilities, first, rtol=0, atol=0)
 
 
 def test_numeric_only_entmax_and_codes_only_models_torch(tmp_path: Path) -> None:

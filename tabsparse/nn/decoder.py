@@ -170,7 +170,11 @@ cat_emb_dim, grouped_features
             momentum=float(encoder_kwargs.get("momentum", 0.02)),  # type: ignore[arg-type]
         )
 
-    def forward(self, numeric: torch.Tensor, codes: torch.Tensor) -> NetworkOutput:
+    def forward(
+        self, numeric: torch.Tensor, codes: torch.Tensor, *, with_masks: bool = True
+    ) -> NetworkOutput:
+        """Reconstruction; ``with_masks`` as in :meth:`TabNet.forward` (the decoder reads every
+        step's decision, so only the masks can be skipped)."""
         enc = self.encoder(self.inputs(numeric, codes), keep_decisions=True)
         assert enc.decisions is not None
         return NetworkOutput(

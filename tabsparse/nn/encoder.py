@@ -163,10 +163,15 @@ class TabNetEncoder(nn.Module):
             for _ in range(n_steps)
         )
 
-    def forward(self, x: torch.Tensor, *, keep_decisions: bool = False) -> EncoderOutput:
+    def forward(
+        self, x: torch.Tensor, *, keep_decisions: bool = False, with_masks: bool = True
+    ) -> EncoderOutput:
         """Run the steps. The sparsity loss is computed in training mode only (0 in eval mode,
         where nothing trains on it); every step's work is kept to as few operations as the
-        algorithm allows, because at tabular sizes each operation costs more than its math."""
+        algorithm allows, because at tabular sizes each operation costs more than its math.
+
+        ``with_masks=False`` (eval mode only; prediction) leaves ``masks`` and
+        ``step_importance`` empty instead of stacking them."""
         att = self.initial(x)[:, self.n_d :]
         identity = getattr(self, "identity_groups", False)  # absent in older pickles
         prior: torch.Tensor | None = None  # all ones before the first step
@@ -183,6 +188,9 @@ class TabNetEncoder(nn.Module):
             decisions.append(decision)
             att = out[:, self.n_d :]
         assert output is not None
+        if not (with_masks or keep_decisions or self.training):
+            empty = x.new_empty(0)
+            return EncoderOutput(output, empty, x.new_zeros(()), empty)
         stacked_masks = torch.stack(masks)
         stacked_decisions = torch.stack(decisions)
         if self.training:  # mean over steps and rows of each mask's entropy

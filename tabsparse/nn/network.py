@@ -186,8 +186,12 @@ class TabNet(TabNetBody):
         self.n_outputs = n_outputs
         self.head = nn.Linear(self.encoder.n_d, n_outputs)
 
-    def forward(self, numeric: torch.Tensor, codes: torch.Tensor) -> NetworkOutput:
-        enc = self.encoder(self.inputs(numeric, codes))
+    def forward(
+        self, numeric: torch.Tensor, codes: torch.Tensor, *, with_masks: bool = True
+    ) -> NetworkOutput:
+        """``with_masks=False``: in eval mode, skip stacking the masks and step importances
+        (``masks`` and ``step_importance`` are then empty); prediction needs neither."""
+        enc = self.encoder(self.inputs(numeric, codes), with_masks=with_masks)
         return NetworkOutput(
             self.head(enc.output), enc.masks, enc.sparsity_loss, enc.step_importance
         )
