@@ -489,6 +489,16 @@ def load_results() -> list[dict[str, Any]]:
     return [json.loads(line) for line in RESULTS.read_text().splitlines() if line.strip()]
 
 
+# tabsparse parameters added after rows were stored, with the value that matches what those rows
+# did (their behaviour before the parameter existed)
+ADDED_PARAMS = {"ema_decay": "None"}
+
+
+def _completed(record_params: dict[str, str]) -> dict[str, str]:
+    """A stored row's tabsparse parameters with the later-added ones filled in."""
+    return {**ADDED_PARAMS, **record_params}
+
+
 def resolved_tabsparse_params(
     kind: str, params: dict[str, Any], seed: int = SEED
 ) -> dict[str, str]:
@@ -531,7 +541,7 @@ def find_stored(
         if (row.get("train_cap"), row.get("test_cap")) != caps and not _uncapped(row, caps):
             continue
         if model == "tabsparse":
-            if row.get("tabsparse_params") != want:
+            if _completed(row.get("tabsparse_params", {})) != want:
                 continue
         elif row.get("params", {}) != params:
             continue
@@ -792,7 +802,7 @@ def variants(rows: list[dict[str, Any]], names: list[str]) -> list[dict[str, Any
         kind = "regression" if row["kind"] == "regression" else "binary"
         diff = sorted(
             f"{k}={v}"
-            for k, v in row["tabsparse_params"].items()
+            for k, v in _completed(row["tabsparse_params"]).items()
             if k in current[kind]
             and current[kind][k] != v
             and k not in ("class_weight", "random_state")
