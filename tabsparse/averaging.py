@@ -51,7 +51,16 @@ class ExponentialAverage:
             raise ValueError(f"{decay=} must be in (0, 1)")
         self.params: list[torch.Tensor] = [p for p in params if p.requires_grad]
         self.decay = float(decay)
-        self.shadow = [p.detach().clone() for p in self.params]
+        # parameters laid out back to back in one buffer (AdamW(flat=True) does so during a
+        # fit) are averaged as that one buffer: one operation per update instead of one per
+        # parameter; ``shadow`` then holds views of one buffer too
+        self._flat = _adjacent(self.params)
+        if self._flat is None:
+            self._flat_shadow = None
+            self.shadow = [p.detach().clone() for p in self.params]
+        else:
+            self._flat_shadow = self._flat.clone()
+            self.shadow = _split(self._flat_shadow, self.params)
         self.t = 0
 
     @torch.no_grad()
@@ -59,11 +68,27 @@ class ExponentialAverage:
         """Fold the current parameters into the average (call after every optimiser step)."""
         self.t += 1
         d = min(self.decay, (1.0 + self.t) / (10.0 + self.t))
+        if (
+            self._flat is not None
+            and self._flat_shadow is not None
+            and _still_adjacent(self._flat, self.params)
+        ):
+            self._flat_shadow.lerp_(self._flat, 1.0 - d)
+            return
         torch._foreach_lerp_(self.shadow, [p.detach() for p in self.params], 1.0 - d)
 
     @torch.no_grad()
     def swap(self) -> None:
         """Exchange the parameters and the average (calling it twice restores both)."""
+        if (
+            self._flat is not None
+            and self._flat_shadow is not None
+            and _still_adjacent(self._flat, self.params)
+        ):
+            live = self._flat.clone()
+            self._flat.copy_(self._flat_shadow)
+            self._flat_shadow.copy_(live)
+            return
         for p, s in zip(self.params, self.shadow, strict=True):
             live = p.detach().clone()
             p.copy_(s)
@@ -82,3 +107,39 @@ class ExponentialAverage:
         self.t = int(state["t"])
         for s, saved in zip(self.shadow, state["shadow"], strict=True):
             s.copy_(saved)
+
+
+def _adjacent(params: list[torch.Tensor]) -> torch.Tensor | None:
+    """A 1-d tensor viewing all of ``params`` when they are contiguous, back-to-back slices of
+    one storage in this order (same dtype and device), else None."""
+    if not params:
+        return None
+    first = params[0]
+    offset = first.storage_offset()
+    end = offset
+    ptr = first.untyped_storage().data_ptr()
+    for p in params:
+        if (
+            p.dtype != first.dtype
+            or p.device != first.device
+            or not p.is_contiguous()
+            or p.untyped_storage().data_ptr() != ptr
+            or p.storage_offset() != end
+        ):
+            return None
+        end += p.numel()
+    return first.detach().new_empty(0).set_(first.untyped_storage(), offset, (end - offset,), (1,))
+
+
+def _still_adjacent(flat: torch.Tensor, params: list[torch.Tensor]) -> bool:
+    """Whether ``params`` still live in ``flat`` (an optimiser may give them back their own
+    storage at the end of a fit)."""
+    return params[0].untyped_storage().data_ptr() == flat.untyped_storage().data_ptr()
+
+
+def _split(flat: torch.Tensor, like: list[torch.Tensor]) -> list[torch.Tensor]:
+    out, offset = [], 0
+    for p in like:
+        out.append(flat[offset : offset + p.numel()].view_as(p))
+        offset += p.numel()
+    return out

@@ -116,3 +116,36 @@ def test_validation_scores_the_averaged_weights() -> None:
         _data(), val
     )
     assert slow.history[-1]["val_loss"] > fast.history[-1]["val_loss"]
+
+
+def test_average_of_flat_parameters_is_one_buffer_and_equals_the_per_parameter_one() -> None:
+    from tabsparse.optim import AdamW
+
+    def params() -> list[torch.nn.Parameter]:
+        g = torch.Generator().manual_seed(0)
+        return [torch.nn.Parameter(torch.randn(s, generator=g)) for s in [(5, 3), (3,), ()]]
+
+    flat, plain = params(), params()
+    opt = AdamW(flat, lr=0.1, flat=True)  # lays the parameters out back to back
+    fast, ref = ExponentialAverage(flat, decay=0.9), ExponentialAverage(plain, decay=0.9)
+    assert fast._flat is not None and ref._flat is None
+    g = torch.Generator().manual_seed(1)
+    for _ in range(12):
+        with torch.no_grad():
+            for a, b in zip(flat, plain, strict=True):
+                delta = torch.randn(a.shape, generator=g)
+                a.add_(delta)
+                b.add_(delta)
+        fast.update()
+        ref.update()
+    fast.swap()
+    ref.swap()
+    for a, b in zip(flat, plain, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    fast.swap()
+    ref.swap()
+    opt.release()  # own storage again: the per-parameter path takes over
+    fast.update()
+    ref.update()
+    for a, b in zip(fast.state_dict()["shadow"], ref.state_dict()["shadow"], strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
