@@ -293,6 +293,14 @@ def test_network_importances_rows_sum_to_one_and_map_to_columns() -> None:
     torch.testing.assert_close(col[..., 0], col[..., 2])  # grouped columns share the mass
     imp = net.importances(out.masks, out.step_importance)
     torch.testing.assert_close(imp.sum(-1), torch.ones(30))
+    # the paper's aggregate: sum_b eta_b M_b, normalised per row; rows whose decision outputs
+    # are all zero fall back to the mean of their masks
+    eta = out.step_importance.clone()
+    eta[:, :3] = 0.0
+    expected = torch.einsum("snc,sn->nc", out.masks, eta)
+    expected = expected / expected.sum(-1, keepdim=True).clamp_min(1e-30)
+    expected[:3] = out.masks[:, :3].mean(0)
+    torch.testing.assert_close(net.importances(out.masks, eta), net.column_masks(expected))
 
 
 def test_network_eval_output_does_not_depend_on_batch_composition() -> None:

@@ -123,10 +123,16 @@ class TabNetBody(nn.Module):
         back to the plain mean of its masks. (Computed over groups, then spread over columns:
         spreading is linear and keeps row sums.)
         """
-        agg = torch.einsum("snc,sn->nc", masks, step_importance)
+        # sum over steps as multiply-adds in place (an einsum permutes and copies the masks)
+        agg = masks[0] * step_importance[0].unsqueeze(-1)
+        for mask, eta in zip(masks[1:], step_importance[1:], strict=True):
+            agg.addcmul_(mask, eta.unsqueeze(-1))
         total = agg.sum(dim=1, keepdim=True)
-        fallback = masks.mean(dim=0)
-        return self.column_masks(torch.where(total > 0, agg / total.clamp_min(1e-30), fallback))
+        dead = total <= 0
+        agg.div_(total.clamp_min_(1e-30))
+        if bool(dead.any()):
+            agg = torch.where(dead, masks.mean(dim=0), agg)
+        return self.column_masks(agg)
 
 
 class TabNet(TabNetBody):
