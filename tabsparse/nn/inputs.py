@@ -86,8 +86,23 @@ class TabularInput(nn.Module):
         parts = []
         if self.n_numeric:
             z = ((numeric - self.mean) * self.inv_std).clamp(-self.clip, self.clip)
-            parts.append(torch.where(torch.isnan(numeric), self.missing_value, z))
+            nan = torch.isnan(numeric)
+            if not (self.training and _skip_missing(numeric) and not bool(nan.any())):
+                z = torch.where(nan, self.missing_value, z)
+            # else: a CPU training batch without missing values; the learned value would get
+            # a zero gradient, and leaving it out spares the graph a pass over the batch
+            parts.append(z)
         if self.embedding is not None:
             emb = self.embedding(codes + self.offsets)
             parts.append(emb.reshape(codes.shape[0], -1).to(parts[0].dtype if parts else emb.dtype))
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
+
+
+def _skip_missing(numeric: torch.Tensor) -> bool:
+    """Whether a training batch may leave the learned missing value out of the graph: on the
+    CPU (where checking the batch for NaN costs no device synchronisation) and outside DDP
+    (which requires every parameter to take part in every step)."""
+    if numeric.device.type != "cpu":
+        return False
+    dist = torch.distributed
+    return not (dist.is_available() and dist.is_initialized())
