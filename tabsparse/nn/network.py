@@ -130,7 +130,7 @@ class TabNetBody(nn.Module):
         total = agg.sum(dim=1, keepdim=True)
         dead = total <= 0
         agg.div_(total.clamp_min_(1e-30))
-        if bool(dead.any()):
+        if torch.compiler.is_compiling() or bool(dead.any()):  # exported programs: no branch
             agg = torch.where(dead, masks.mean(dim=0), agg)
         return self.column_masks(agg)
 
