@@ -190,7 +190,7 @@ class TabNetBase(BaseEstimator):
         early_stopping: str | bool = "auto",
         validation_fraction: float = 0.1,
         n_iter_no_change: int = 10,
-        tol: float = 1e-4,
+        tol: float = 1e-7,
         scoring: Any = "loss",
         categorical_features: Any = "from_dtype",
         cat_emb_dim: int = 1,

@@ -63,8 +63,11 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         Fraction of the training rows held out (stratified) when early stopping without ``X_val``.
     n_iter_no_change : int, default=10
         Epochs without improvement of ``scoring`` before stopping.
-    tol : float, default=1e-4
-        Minimum improvement.
+    tol : float, default=1e-7
+        Minimum improvement of the score early stopping watches (absolute, as in
+        scikit-learn's HistGradientBoosting, whose default this is). The earlier default 1e-4 is
+        a large step for a validation loss near 0 (easy tables, regression with R2 near 1) and
+        ended such fits too early (see "Defaults: what was tried" in ``benchmarks/README.md``).
     scoring : "loss", str, callable or None, default="loss"
         What early stopping watches: the validation loss, or a scikit-learn scorer.
     categorical_features : "from_dtype", list of names or indices, bool mask or None
@@ -183,7 +186,7 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         early_stopping: str | bool = "auto",
         validation_fraction: float = 0.1,
         n_iter_no_change: int = 10,
-        tol: float = 1e-4,
+        tol: float = 1e-7,
         scoring: Any = "loss",
         categorical_features: Any = "from_dtype",
         cat_emb_dim: int = 1,

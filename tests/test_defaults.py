@@ -1,0 +1,46 @@
+"""The default parameters chosen on the quality benchmark (see "Defaults: what was tried" in
+benchmarks/README.md) and the behaviour they were chosen for."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tabsparse import TabNetClassifier, TabNetPretrainer, TabNetRegressor
+
+
+def test_defaults_are_those_the_benchmark_chose() -> None:
+    for est in (TabNetClassifier(), TabNetRegressor()):
+        params = est.get_params()
+        assert params["tol"] == 1e-7  # HistGradientBoosting's; 1e-4 stopped easy tables early
+        assert params["momentum"] == 0.1
+        assert params["ema_decay"] is None  # weight averaging: mixed on the benchmark
+        assert params["early_stopping"] == "auto"
+    assert TabNetPretrainer().get_params()["tol"] == 1e-4  # pretraining was not benchmarked
+
+
+def test_default_tol_counts_small_improvements_of_a_small_loss() -> None:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1200, 3))
+    y = X[:, 0] + 0.5 * X[:, 1]  # noise-free: the validation loss keeps shrinking towards 0
+    Xv = rng.normal(size=(300, 3))
+    yv = Xv[:, 0] + 0.5 * Xv[:, 1]
+    settings = {
+        "max_epochs": 40,
+        "n_iter_no_change": 4,
+        "learning_rate": 0.005,
+        "batch_size": 256,
+        "random_state": 0,
+        "device": "cpu",
+    }
+    # improvements of a validation loss of 0.01 are smaller than 3e-2: the coarse tol stops
+    coarse = TabNetRegressor(**settings, tol=3e-2).fit(X, y, X_val=Xv, y_val=yv)
+    fine = TabNetRegressor(**settings).fit(X, y, X_val=Xv, y_val=yv)
+    assert coarse.n_iter_ < fine.n_iter_
+    assert fine.score(Xv, yv) > coarse.score(Xv, yv)
+
+
+@pytest.mark.parametrize("tol", [-1e-7, "small"])
+def test_bad_tol_is_refused(tol: object) -> None:
+    with pytest.raises(ValueError, match="'tol' parameter"):
+        TabNetRegressor(tol=tol).fit(np.zeros((20, 2)), np.zeros(20))  # type: ignore[arg-type]
