@@ -697,11 +697,12 @@ def render(
         "dataset: the official split where the data has one, otherwise 80/20 with seed 0 "
         "(stratified for classification). "
         + (
-            f"The two neural networks (tabsparse and pytorch-tabnet) are fitted {seeds} times, "
-            f"with `random_state` 0 to {seeds - 1} (the seed sets their initialisation, the "
-            "batch order and the 10% early-stopping holdout; the split stays the same): their "
-            "cells show the **mean over the seeds** and, in brackets, the range (max − min) of "
-            "the accuracy or RMSE over the seeds; the checks compare the means. The "
+            f"The two neural networks (tabsparse and pytorch-tabnet) are fitted with "
+            f"`random_state` 0 to {seeds - 1} where the rows were stored (the seed sets their "
+            "initialisation, the batch order and the 10% early-stopping holdout; the split "
+            "stays the same): their cells show the **mean over the seeds** and, in brackets, "
+            "the range (max − min) of the accuracy or RMSE and the number of seeds; a cell "
+            "without brackets is seed 0 alone. The checks compare the means. The "
             "gradient-boosted models are fitted once with `random_state=0`. "
             if seeds > 1
             else "Every model is fitted once with `random_state=0`. "
