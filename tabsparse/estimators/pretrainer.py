@@ -71,7 +71,9 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
     ``categorical_features``, ``cat_emb_dim``, ``grouped_features``, ``device``,
     ``random_state``, ``verbose``, ``warm_start``, ``callbacks``, ``checkpoint_dir``,
     ``checkpoint_every``) are those of :class:`tabsparse.TabNetClassifier`; early stopping
-    watches the validation loss.
+    watches the validation loss. Two defaults differ, because the benchmark that chose the
+    classifier's and regressor's (``benchmarks/bench_quality.py``) does not cover pretraining:
+    ``momentum=0.02`` and ``tol=1e-4``.
 
     Parameters
     ----------
