@@ -681,7 +681,8 @@ def render(
     ts_rows = [r["tabsparse"] for r in by_dataset.values() if "tabsparse" in r]
     commits = sorted({r.get("commit", "?") for r in ts_rows})
     lines = [
-        f"Machine: CPU: {cpu_model()}, {os.cpu_count()} logical cores; {workers} worker processes, "
+        f"Machine: CPU: {cpu_model()}, {os.cpu_count()} logical cores; {workers} worker "
+        f"process{'es' if workers != 1 else ''}, "
         f"**each model fitted on 1 thread** (fit times are single-thread seconds); torch "
         f"{torch.__version__}, scikit-learn {sklearn.__version__}, "
         f"LightGBM {lightgbm.__version__}, pytorch-tabnet {ptv}, "
