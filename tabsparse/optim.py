@@ -130,25 +130,26 @@ class AdamW:
 
     @torch.no_grad()
     def step(self) -> None:
-        """One update of every parameter that has a gradient."""
+        """One update of every parameter that has a gradient (in flat mode: of every buffer)."""
         if self._flat:
-            self._flat_step()
-            return
-        live = [i for i, p in enumerate(self.params) if p.grad is not None]
-        if not live:
-            return
-        params: list[torch.Tensor] = [self.params[i] for i in live]
-        grads = [p.grad for p in params]
-        exp_avg = [self.exp_avg[i] for i in live]
-        exp_avg_sq = [self.exp_avg_sq[i] for i in live]
+            columns = zip(*self._flat, strict=True)
+            params, grads, exp_avg, exp_avg_sq, steps = (list(column) for column in columns)
+        else:
+            live = [i for i, p in enumerate(self.params) if p.grad is not None]
+            if not live:
+                return
+            params = [self.params[i] for i in live]
+            grads = [p.grad for p in params]  # type: ignore[misc]
+            exp_avg = [self.exp_avg[i] for i in live]
+            exp_avg_sq = [self.exp_avg_sq[i] for i in live]
+            steps = [self._step_tensors[i] for i in live]
         beta1, beta2 = self.betas
-        steps = [self._step_tensors[i] for i in live]
         torch._foreach_add_(steps, 1.0)
         if self.fused:
             for device_group in _by_device(params):
                 torch._fused_adamw_(
                     [params[j] for j in device_group],
-                    [grads[j] for j in device_group],  # type: ignore[misc]
+                    [grads[j] for j in device_group],
                     [exp_avg[j] for j in device_group],
                     [exp_avg_sq[j] for j in device_group],
                     [],
@@ -165,44 +166,13 @@ class AdamW:
         t = float(steps[0])
         if self.weight_decay:
             torch._foreach_mul_(params, 1.0 - self.lr * self.weight_decay)
-        torch._foreach_lerp_(exp_avg, grads, 1.0 - beta1)  # type: ignore[arg-type]
+        torch._foreach_lerp_(exp_avg, grads, 1.0 - beta1)
         torch._foreach_mul_(exp_avg_sq, beta2)
-        torch._foreach_addcmul_(exp_avg_sq, grads, grads, 1.0 - beta2)  # type: ignore[arg-type]
+        torch._foreach_addcmul_(exp_avg_sq, grads, grads, 1.0 - beta2)
         denom = torch._foreach_sqrt(exp_avg_sq)
         torch._foreach_div_(denom, math.sqrt(1.0 - beta2**t))
         torch._foreach_add_(denom, self.eps)
         torch._foreach_addcdiv_(params, exp_avg, denom, -self.lr / (1.0 - beta1**t))
-
-    def _flat_step(self) -> None:
-        beta1, beta2 = self.betas
-        steps = [b[4] for b in self._flat]
-        torch._foreach_add_(steps, 1.0)
-        if self.fused:
-            for param, grad, exp_avg, exp_avg_sq, step in self._flat:
-                torch._fused_adamw_(
-                    [param],
-                    [grad],
-                    [exp_avg],
-                    [exp_avg_sq],
-                    [],
-                    [step],
-                    amsgrad=False,
-                    lr=self.lr,
-                    beta1=beta1,
-                    beta2=beta2,
-                    weight_decay=self.weight_decay,
-                    eps=self.eps,
-                    maximize=False,
-                )
-            return
-        for param, grad, exp_avg, exp_avg_sq, step in self._flat:
-            t = float(step)
-            if self.weight_decay:
-                param.mul_(1.0 - self.lr * self.weight_decay)
-            exp_avg.lerp_(grad, 1.0 - beta1)
-            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
-            denom = exp_avg_sq.sqrt().div_(math.sqrt(1.0 - beta2**t)).add_(self.eps)
-            param.addcdiv_(exp_avg, denom, value=-self.lr / (1.0 - beta1**t))
 
     def state_dict(self) -> dict[str, Any]:
         return {

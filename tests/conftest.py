@@ -1,4 +1,5 @@
-"""Shared fixtures: the real datasets of ../shared/datasets (skipped cleanly when absent)."""
+"""Shared fixtures: the real datasets of ../shared/datasets (skipped cleanly when absent), and a
+small synthetic table, network and loss for the training-loop tests."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+import torch.nn.functional as F
+
+from tabsparse.nn.network import TabNet
+from tabsparse.training import TensorData
 
 torch.set_num_threads(1)
 
@@ -24,3 +29,28 @@ def load_dataset(name: str) -> pd.DataFrame:
     if not path.exists():
         pytest.skip(f"dataset {name!r} not found at {path} (set TABSPARSE_DATASETS)")
     return pd.read_csv(path)
+
+
+def make_data(n: int = 200, seed: int = 0) -> TensorData:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 4, generator=g)
+    y = (x[:, 0] + 0.5 * x[:, 1] > 0).long()
+    return TensorData(x, torch.zeros(n, 0, dtype=torch.int64), y)
+
+
+def make_net(seed: int = 0) -> TabNet:
+    torch.manual_seed(seed)
+    return TabNet(
+        numeric_columns=[0, 1, 2, 3],
+        categorical_columns=[],
+        numeric_mean=[0.0] * 4,
+        numeric_std=[1.0] * 4,
+        cardinalities=[],
+        n_outputs=2,
+        n_steps=2,
+        virtual_batch_size=32,
+    )
+
+
+def ce(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits, target, reduction="none")

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
+from conftest import ce, make_data, make_net
 
 from tabsparse.averaging import ExponentialAverage
-from tabsparse.nn import TabNet
-from tabsparse.training import TensorData, TrainConfig, Trainer
+from tabsparse.training import TrainConfig, Trainer
 
 
 def test_update_follows_the_warmed_up_decay() -> None:
@@ -64,36 +63,11 @@ def test_state_round_trip_and_mismatch() -> None:
         two.load_state_dict(ema.state_dict())
 
 
-def _data(n: int = 200, seed: int = 0) -> TensorData:
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, 4, generator=g)
-    y = (x[:, 0] + 0.5 * x[:, 1] > 0).long()
-    return TensorData(x, torch.zeros(n, 0, dtype=torch.int64), y)
-
-
-def _net() -> TabNet:
-    torch.manual_seed(0)
-    return TabNet(
-        numeric_columns=[0, 1, 2, 3],
-        categorical_columns=[],
-        numeric_mean=[0.0] * 4,
-        numeric_std=[1.0] * 4,
-        cardinalities=[],
-        n_outputs=2,
-        n_steps=2,
-        virtual_batch_size=32,
-    )
-
-
-def _ce(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(logits, target, reduction="none")
-
-
 @pytest.mark.parametrize("with_validation", [False, True])
 def test_trainer_keeps_the_averaged_weights(with_validation: bool) -> None:
     cfg = TrainConfig(max_epochs=6, batch_size=64, ema_decay=0.9)
-    trainer = Trainer(_net(), _ce, cfg).fit(
-        _data(), _data(100, seed=1) if with_validation else None
+    trainer = Trainer(make_net(), ce, cfg).fit(
+        make_data(), make_data(100, seed=1) if with_validation else None
     )
     assert trainer._ema is not None
     kept = [p.detach() for p in trainer.network.parameters()]
@@ -101,7 +75,7 @@ def test_trainer_keeps_the_averaged_weights(with_validation: bool) -> None:
         # the last epoch's average is what the network holds; the live weights differ from it
         for p, avg in zip(kept, trainer._ema.shadow, strict=True):
             torch.testing.assert_close(p, avg)
-    plain = Trainer(_net(), _ce, TrainConfig(max_epochs=6, batch_size=64)).fit(_data())
+    plain = Trainer(make_net(), ce, TrainConfig(max_epochs=6, batch_size=64)).fit(make_data())
     assert any(
         not torch.equal(a, b.detach())
         for a, b in zip(kept, plain.network.parameters(), strict=True)
@@ -110,10 +84,10 @@ def test_trainer_keeps_the_averaged_weights(with_validation: bool) -> None:
 
 def test_validation_scores_the_averaged_weights() -> None:
     """With a slow average the first epochs' validation loss stays near the initial weights'."""
-    val = _data(100, seed=1)
-    fast = Trainer(_net(), _ce, TrainConfig(max_epochs=3, batch_size=64)).fit(_data(), val)
-    slow = Trainer(_net(), _ce, TrainConfig(max_epochs=3, batch_size=64, ema_decay=0.999)).fit(
-        _data(), val
+    val = make_data(100, seed=1)
+    fast = Trainer(make_net(), ce, TrainConfig(max_epochs=3, batch_size=64)).fit(make_data(), val)
+    slow = Trainer(make_net(), ce, TrainConfig(max_epochs=3, batch_size=64, ema_decay=0.999)).fit(
+        make_data(), val
     )
     assert slow.history[-1]["val_loss"] > fast.history[-1]["val_loss"]
 

@@ -330,26 +330,21 @@ def test_fused_feature_transformer_equals_the_layer_by_layer_graph(
     do; 61 and 17 take the module path): the same values, gradients and running statistics
     as the modules one by one."""
     torch.manual_seed(0)
-    shared = make_linears(10, 12, n_shared)
-    ft = FeatureTransformer(
-        shared=shared,
-        n_in=10,
-        n_out=12,
-        n_independent=n_independent,
-        virtual_batch_size=16,
-        momentum=0.1,
-    ).double()
+
+    def make() -> FeatureTransformer:
+        return FeatureTransformer(
+            shared=make_linears(10, 12, n_shared),
+            n_in=10,
+            n_out=12,
+            n_independent=n_independent,
+            virtual_batch_size=16,
+            momentum=0.1,
+        ).double()
+
+    ft, ref = make(), make()
     with torch.no_grad():
         for p in ft.parameters():
             p.normal_()
-    ref = FeatureTransformer(
-        shared=make_linears(10, 12, n_shared),
-        n_in=10,
-        n_out=12,
-        n_independent=n_independent,
-        virtual_batch_size=16,
-        momentum=0.1,
-    ).double()
     ref.load_state_dict(ft.state_dict())
     ref._fused = lambda x: None  # type: ignore[method-assign]
     calls = []

@@ -7,12 +7,10 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
+from conftest import ce, make_data, make_net
 
-from tabsparse.nn import TabNet
 from tabsparse.training import (
     Callback,
-    TensorData,
     TrainConfig,
     Trainer,
     TrainingError,
@@ -21,31 +19,6 @@ from tabsparse.training import (
     predict_outputs,
     training_threads,
 )
-
-
-def make_data(n: int = 200, seed: int = 0) -> TensorData:
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, 4, generator=g)
-    y = (x[:, 0] + 0.5 * x[:, 1] > 0).long()
-    return TensorData(x, torch.zeros(n, 0, dtype=torch.int64), y)
-
-
-def make_net(seed: int = 0) -> TabNet:
-    torch.manual_seed(seed)
-    return TabNet(
-        numeric_columns=[0, 1, 2, 3],
-        categorical_columns=[],
-        numeric_mean=[0.0] * 4,
-        numeric_std=[1.0] * 4,
-        cardinalities=[],
-        n_outputs=2,
-        n_steps=2,
-        virtual_batch_size=32,
-    )
-
-
-def ce(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(logits, target, reduction="none")
 
 
 @pytest.mark.parametrize(

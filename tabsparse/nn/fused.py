@@ -17,29 +17,83 @@ or float64. Everything else runs the modules one by one.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
+from torch import nn
 from torch.autograd.function import once_differentiable
 
-from tabsparse.nn.ghost_bn import GhostBatchNorm
+from tabsparse.nn.ghost_bn import GhostBatchNorm, virtual_batches
 
 SQRT_HALF = math.sqrt(0.5)
 _glu_backward = torch.ops.aten.glu_backward
 _bn_backward = torch.ops.aten.native_batch_norm_backward
 
 
-def stack_shape(n: int, bns: list[GhostBatchNorm]) -> tuple[int, int] | None:
-    """``(rows per virtual batch, virtual batches)`` when every batch norm splits ``n`` rows into
-    equal virtual batches of two rows or more, else None (the caller runs the modules)."""
-    vbs = bns[0].virtual_batch_size
-    if any(bn.virtual_batch_size != vbs for bn in bns):
+def stack_shape(
+    x: torch.Tensor, layers: Sequence[tuple[nn.Linear, GhostBatchNorm]]
+) -> tuple[int, int] | None:
+    """``(rows per virtual batch, virtual batches)`` when the fused path applies to ``x``
+    through these ``Linear -> GhostBatchNorm`` layers, else None (the caller runs the modules).
+
+    It applies to a 2-d float32 / float64 input outside autocast, bias-free Linear layers of
+    the input's dtype, and a batch that every batch norm splits into equal virtual batches of
+    two rows or more."""
+    if x.dim() != 2 or x.dtype not in (torch.float32, torch.float64):
         return None
-    k = max(1, math.ceil(n / vbs))
-    size, extra = divmod(n, k)
+    if torch.is_autocast_enabled(x.device.type):
+        return None
+    if any(fc.bias is not None or fc.weight.dtype != x.dtype for fc, _ in layers):
+        return None
+    vbs = layers[0][1].virtual_batch_size
+    if any(bn.virtual_batch_size != vbs for _, bn in layers):
+        return None
+    k, size, extra = virtual_batches(x.shape[0], vbs)
     if extra or size < 2:
         return None
     return size, k
+
+
+def _linear_bn(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    gamma: torch.Tensor,
+    beta: torch.Tensor,
+    bn: GhostBatchNorm,
+    size: int,
+    k: int,
+) -> tuple[torch.Tensor, ...]:
+    """``GhostBatchNorm(x @ weight.T)`` without recording; records the statistics in ``bn``.
+
+    The batch norm's affine runs inside the fused kernel: its weight and bias repeated for the
+    ``k`` virtual batches, which are ``k`` channel blocks of the ``(size, k * c)`` view. Returns
+    the output ``(n, c)`` and what :func:`_linear_bn_backward` needs: the pre-norm ``(size, k *
+    c)`` matrix, the repeated weight, the means and the inverse standard deviations."""
+    c = weight.shape[0]
+    gamma_k = gamma.expand(k, c).reshape(-1)
+    h = torch.mm(x, weight.t()).view(size, k * c)
+    y, mean, invstd = torch.native_batch_norm(
+        h, gamma_k, beta.expand(k, c).reshape(-1), None, None, True, 0.0, bn.eps
+    )
+    bn.record([(mean.view(k, c), invstd.view(k, c), size)])
+    return y.view(x.shape[0], c), h, gamma_k, mean, invstd
+
+
+def _linear_bn_backward(
+    dy: torch.Tensor,
+    saved: tuple[torch.Tensor, ...],
+    eps: float,
+    k: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients of the batch norm of :func:`_linear_bn` (``saved`` = its last four results):
+    with respect to the pre-norm values ``(n, c)``, the weight and the bias."""
+    h, gamma_k, mean, invstd = saved
+    c = gamma_k.shape[0] // k
+    dh, dgamma, dbeta = _bn_backward(
+        dy.reshape(h.shape), h, gamma_k, None, None, mean, invstd, True, eps, [True, True, True]
+    )
+    return dh.view(-1, c), dgamma.view(k, c).sum(0), dbeta.view(k, c).sum(0)
 
 
 def _sqrt_half(like: torch.Tensor) -> torch.Tensor:
@@ -68,28 +122,18 @@ class GLUStack(torch.autograd.Function):
         k: int,
         *params: torch.Tensor,
     ) -> torch.Tensor:
-        # the batch norm's affine runs inside the fused kernel: its weight and bias repeated for
-        # the k virtual batches, which are k channel blocks of the (size, k * c2) view
-        n = x.shape[0]
         saved: list[torch.Tensor] = []
         h_in = x
         half = _sqrt_half(x)
         for j, bn in enumerate(bns):
             weight, gamma, beta = params[3 * j : 3 * j + 3]
-            c2 = weight.shape[0]
-            gamma_k = gamma.expand(k, c2).reshape(-1)
-            h = torch.mm(h_in, weight.t()).view(size, k * c2)
-            y, mean, invstd = torch.native_batch_norm(
-                h, gamma_k, beta.expand(k, c2).reshape(-1), None, None, True, 0.0, bn.eps
-            )
-            bn.record([(mean.view(k, c2), invstd.view(k, c2), size)])
-            y = y.view(n, c2)
+            y, *bn_saved = _linear_bn(h_in, weight, gamma, beta, bn, size, k)
             g = torch._C._nn.glu(y, -1)
             out = torch.add(h_in, g).mul_(half) if residual[j] else g
-            saved += [h_in, h, y, gamma_k, mean, invstd]
+            saved += [h_in, y, *bn_saved]
             h_in = out
         ctx.save_for_backward(*saved, *params[::3])
-        ctx.residual, ctx.eps, ctx.shape = residual, [bn.eps for bn in bns], (n, size, k)
+        ctx.residual, ctx.eps, ctx.k = residual, [bn.eps for bn in bns], k
         return h_in
 
     @staticmethod
@@ -98,24 +142,19 @@ class GLUStack(torch.autograd.Function):
         tensors = ctx.saved_tensors
         m = len(ctx.residual)
         saved, weights = tensors[: 6 * m], tensors[6 * m :]
-        n, size, k = ctx.shape
         grads: list[torch.Tensor | None] = [None] * (3 * m)
         d: torch.Tensor | None = grad_out.contiguous()
         half = _sqrt_half(grad_out)
         for j in range(m - 1, -1, -1):
-            h_in, h, y, gamma_k, mean, invstd = saved[6 * j : 6 * j + 6]
+            h_in, y, *bn_saved = saved[6 * j : 6 * j + 6]
             weight = weights[j]
-            c2 = weight.shape[0]
             assert d is not None
             if ctx.residual[j]:
                 d = d * half  # the gradient of the GLU output and of the skip connection
-            dy = _glu_backward(d, y, -1).view(size, k * c2)
-            dh, dgamma, dbeta = _bn_backward(
-                dy, h, gamma_k, None, None, mean, invstd, True, ctx.eps[j], [True, True, True]
+            dy = _glu_backward(d, y, -1)
+            dh, grads[3 * j + 1], grads[3 * j + 2] = _linear_bn_backward(
+                dy, tuple(bn_saved), ctx.eps[j], ctx.k
             )
-            grads[3 * j + 1] = dgamma.view(k, c2).sum(0)
-            grads[3 * j + 2] = dbeta.view(k, c2).sum(0)
-            dh = dh.view(n, c2)
             grads[3 * j] = torch.mm(h_in.t(), dh).t()  # the faster layout of the product
             if j == 0 and not ctx.needs_input_grad[0]:
                 d = None
@@ -143,36 +182,18 @@ class LinearGhostBN(torch.autograd.Function):
         gamma: torch.Tensor,
         beta: torch.Tensor,
     ) -> torch.Tensor:
-        n, c = x.shape[0], weight.shape[0]
-        gamma_k = gamma.expand(k, c).reshape(-1)
-        h = torch.mm(x, weight.t()).view(size, k * c)
-        y, mean, invstd = torch.native_batch_norm(
-            h, gamma_k, beta.expand(k, c).reshape(-1), None, None, True, 0.0, bn.eps
-        )
-        bn.record([(mean.view(k, c), invstd.view(k, c), size)])
-        ctx.save_for_backward(x, weight, h, gamma_k, mean, invstd)
-        ctx.eps, ctx.shape = bn.eps, (n, size, k)
-        return y.view(n, c)
+        y, *bn_saved = _linear_bn(x, weight, gamma, beta, bn, size, k)
+        ctx.save_for_backward(x, weight, *bn_saved)
+        ctx.eps, ctx.k = bn.eps, k
+        return y
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
-        x, weight, h, gamma_k, mean, invstd = ctx.saved_tensors
-        n, size, k = ctx.shape
-        c = weight.shape[0]
-        dh, dgamma, dbeta = _bn_backward(
-            grad_out.contiguous().view(size, k * c),
-            h,
-            gamma_k,
-            None,
-            None,
-            mean,
-            invstd,
-            True,
-            ctx.eps,
-            [True, True, True],
+        x, weight, *bn_saved = ctx.saved_tensors
+        dh, dgamma, dbeta = _linear_bn_backward(
+            grad_out.contiguous(), tuple(bn_saved), ctx.eps, ctx.k
         )
-        dh = dh.view(n, c)
         dx = torch.mm(weight.t(), dh.t()).t() if ctx.needs_input_grad[0] else None
         dw = torch.mm(x.t(), dh).t()
-        return (dx, None, None, None, dw, dgamma.view(k, c).sum(0), dbeta.view(k, c).sum(0))
+        return (dx, None, None, None, dw, dgamma, dbeta)

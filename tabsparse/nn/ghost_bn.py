@@ -28,6 +28,14 @@ _FLUSH_EVERY = 64  # bounds the memory held by recorded statistics
 _Update = list[tuple[torch.Tensor, torch.Tensor, int]]
 
 
+def virtual_batches(n: int, virtual_batch_size: int) -> tuple[int, int, int]:
+    """``(k, size, extra)``: ``n`` rows make ``k = ceil(n / virtual_batch_size)`` virtual
+    batches; ``extra`` of them hold ``size + 1`` rows, the others ``size``."""
+    k = max(1, math.ceil(n / virtual_batch_size))
+    size, extra = divmod(n, k)
+    return k, size, extra
+
+
 class GhostBatchNorm(nn.Module):
     """Batch norm whose training statistics come from virtual batches.
 
@@ -179,8 +187,7 @@ class GhostBatchNorm(nn.Module):
             scale, shift = self.eval_affine()
             return torch.addcmul(shift, x, scale)
         n, c = x.shape
-        k = max(1, math.ceil(n / self.virtual_batch_size))
-        size, extra = divmod(n, k)
+        k, size, extra = virtual_batches(n, self.virtual_batch_size)
         if size == 1 and extra == 0:  # one-row virtual batches normalise to zero
             return self.bias.expand(n, c) + 0.0 * x
         if extra == 0:  # virtual batch i = rows i, i + k, ...: a free (size, k * c) view

@@ -141,7 +141,7 @@ class FeatureTransformer(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.training and x.dim() == 2 and not torch.is_autocast_enabled(x.device.type):
+        if self.training:
             fused = self._fused(x)
             if fused is not None:
                 return fused
@@ -161,15 +161,11 @@ class FeatureTransformer(nn.Module):
                 for i, layer in enumerate(block.layers):
                     layers.append(layer)  # type: ignore[arg-type]
                     residual.append(not (i == 0 and block.first))
-        bns = [layer.bn for layer in layers]
-        shape = stack_shape(x.shape[0], bns)
-        if shape is None or x.dtype not in (torch.float32, torch.float64):
+        shape = stack_shape(x, [(layer.fc, layer.bn) for layer in layers])
+        if shape is None:
             return None
-        params: list[torch.Tensor] = []
-        for layer in layers:
-            if layer.fc.bias is not None or layer.fc.weight.dtype != x.dtype:
-                return None
-            params += [layer.fc.weight, layer.bn.weight, layer.bn.bias]
+        params = [p for layer in layers for p in (layer.fc.weight, layer.bn.weight, layer.bn.bias)]
+        bns = [layer.bn for layer in layers]
         out: torch.Tensor = GLUStack.apply(x, tuple(residual), bns, *shape, *params)
         return out
 
@@ -198,10 +194,7 @@ class AttentiveTransformer(nn.Module):
 
     def forward(self, a: torch.Tensor, prior: torch.Tensor | None = None) -> torch.Tensor:
         """``prior=None`` stands for a prior of ones (the first step)."""
-        shape = None
-        if self.training and a.dim() == 2 and self.fc.bias is None:
-            if not torch.is_autocast_enabled(a.device.type) and a.dtype == self.fc.weight.dtype:
-                shape = stack_shape(a.shape[0], [self.bn])
+        shape = stack_shape(a, [(self.fc, self.bn)]) if self.training else None
         if shape is None:
             logits = linear_bn(self.fc, self.bn, a)
         else:  # one autograd node (tabsparse.nn.fused)
