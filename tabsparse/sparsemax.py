@@ -629,9 +629,9 @@ def _narrow_sparsemax_threshold(z: Tensor) -> Tensor:
     nan_rows = torch.isnan(z[:, :1])  # a NaN anywhere made the row maximum, so all of z, NaN
     if bool(nan_rows.any()):  # keep NaN out of the convergence test
         z = torch.where(nan_rows, torch.zeros((), dtype=z.dtype, device=z.device), z)
-    out = torch.full((z.shape[0], 1), -1.0, dtype=z.dtype, device=z.device)
-    tau, r = out, torch.empty_like(z)
     one = torch.ones((), dtype=z.dtype, device=z.device)
+    tau = out = -one  # max - 1, a 0-d tensor (not a column to fill) until the first pass
+    r = torch.empty_like(z)
     rows: Tensor | None = None  # the rows of z still searched (None: all)
     k = k_prev = None
     for p in range(_MAX_PASSES_ADAPTIVE):
@@ -666,7 +666,7 @@ def _michelot_pass(z: Tensor, tau: Tensor, r: Tensor, one: Tensor) -> tuple[Tens
     torch.sub(z, tau, out=r).clamp_(min=0.0)
     s = r.sum(dim=1, keepdim=True)
     k = r.ceil_().sum(dim=1, keepdim=True)  # 0 < z - tau <= 1 on the support
-    return s.sub_(one).div_(k).add_(tau), k
+    return torch.addcdiv(tau, s.sub_(one), k), k
 
 
 def _threshold(z: Tensor, entmax: bool) -> Tensor:

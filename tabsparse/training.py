@@ -9,6 +9,7 @@ once per epoch (no host synchronisation per batch).
 
 from __future__ import annotations
 
+import collections
 import copy
 import itertools
 import logging
@@ -168,6 +169,30 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     else:
         raise ValueError(f"{p} is not a tabsparse training checkpoint")
     return state
+
+
+def snapshot(module: nn.Module) -> dict[str, Any]:
+    """A copy of ``module.state_dict()`` that later training does not change.
+
+    Tensor by tensor, where ``copy.deepcopy`` takes ten times as long (8 ms for a TabNet,
+    once per epoch); entries that are the same view of the same memory (a layer shared by
+    several modules) stay one tensor, as they do in a deep copy. Keeps the state dict's
+    ``_metadata`` for :meth:`~torch.nn.Module.load_state_dict`."""
+    state = module.state_dict()
+    copies: dict[tuple[Any, ...], torch.Tensor] = {}
+    out: dict[str, Any] = collections.OrderedDict()
+    for key, value in state.items():
+        if not isinstance(value, torch.Tensor):
+            out[key] = copy.deepcopy(value)
+            continue
+        tag = (value.data_ptr(), value.dtype, value.device, tuple(value.shape), value.stride())
+        if tag not in copies:
+            copies[tag] = value.detach().clone()
+        out[key] = copies[tag]
+    metadata = getattr(state, "_metadata", None)
+    if metadata is not None:
+        out._metadata = copy.deepcopy(metadata)  # type: ignore[attr-defined]
+    return out
 
 
 class Callback:
@@ -526,7 +551,7 @@ class Trainer:
                     score, improved = -train_loss, True
                 if improved or self._best_state is None:
                     self._best_score = score if math.isfinite(score) else self._best_score
-                    self._best_state = copy.deepcopy(net.state_dict())
+                    self._best_state = snapshot(net)
                     self.best_iteration = epoch
                     self._since_best = 0
                 else:

@@ -421,3 +421,95 @@ def test_mask_entropy_matches_the_formula_and_gradcheck() -> None:
     torch.testing.assert_close(masks.grad, ref_masks.grad)
     positive = torch.softmax(torch.randn(2, 5, 4, dtype=torch.float64), -1).requires_grad_()
     assert torch.autograd.gradcheck(lambda m: MaskEntropy.apply(m, 1e-15), (positive,))
+
+
+@pytest.mark.parametrize("mask_type", ["sparsemax", "entmax"])
+@pytest.mark.parametrize("groups", [[0, 1, 2, 3, 4, 5], [0, 0, 1, 2, 2, 3]])
+@pytest.mark.parametrize(("n", "use_masks"), [(64, True), (64, False), (48, True), (61, True)])
+def test_fused_mask_steps_equal_the_module_path(
+    mask_type: str, groups: list[int], n: int, use_masks: bool
+) -> None:
+    """In training mode each step's attention (Linear + ghost BN, prior, mask, next prior,
+    masked input, sparsity loss) runs as one autograd node when the batch splits into equal
+    virtual batches (64 and 48 rows; 61 take the module path): the same outputs, gradients of
+    the input and every parameter, and running statistics as the modules one by one, whether
+    or not the loss reads the masks."""
+    from tabsparse.nn.fused import MaskStep
+
+    def make() -> TabNetEncoder:
+        torch.manual_seed(3)
+        enc = TabNetEncoder(
+            input_dim=6,
+            group_index=groups,
+            n_d=4,
+            n_a=5,
+            n_steps=3,
+            mask_type=mask_type,
+            virtual_batch_size=16,
+            momentum=0.1,
+        ).double()
+        with torch.no_grad():
+            for p in enc.parameters():
+                p.normal_()
+        return enc
+
+    enc, ref = make(), make()
+    ref._fused_shape = lambda att: None  # type: ignore[method-assign]
+    steps = []
+    original = MaskStep.forward
+    x = torch.randn(n, 6, dtype=torch.float64, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    for _ in range(2):  # two steps: running statistics are recorded by both paths
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(MaskStep, "forward", lambda *a: steps.append(n) or original(*a))
+            out = enc(x)
+        out_ref = ref(x_ref)
+        losses = []
+        for o in (out, out_ref):
+            g = torch.Generator().manual_seed(4)
+            loss = (o.output * torch.randn(o.output.shape, generator=g, dtype=o.output.dtype)).sum()
+            loss = loss + 0.7 * o.sparsity_loss
+            if use_masks:
+                weights = torch.randn(o.masks.shape, generator=g, dtype=o.masks.dtype)
+                loss = loss + (o.masks * weights).sum() + o.step_importance.square().sum()
+            losses.append(loss)
+        losses[0].backward()
+        losses[1].backward()
+    assert len(steps) == (0 if n == 61 else 6)
+    for a, b in zip(out, out_ref, strict=True):
+        if a is not None:
+            torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(x.grad, x_ref.grad, rtol=1e-12, atol=1e-12)
+    for (name, p), q in zip(enc.named_parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-12, atol=1e-12, msg=name)
+    for (name, a), b in zip(enc.state_dict().items(), ref.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12, msg=name)
+
+
+def test_fused_mask_step_gradcheck() -> None:
+    """The hand-written backward of one step's node against finite differences (first step,
+    without a prior, and a later one, with grouped channels)."""
+    from tabsparse.nn.fused import MaskStep
+
+    torch.manual_seed(5)
+    bn = GhostBatchNorm(4, virtual_batch_size=6, momentum=0.0).double()
+    att = torch.randn(12, 3, dtype=torch.float64, requires_grad=True)
+    prior = (torch.rand(12, 4, dtype=torch.float64) + 0.5).requires_grad_()
+    xs = {
+        None: torch.randn(12, 4, dtype=torch.float64, requires_grad=True),
+        5: torch.randn(12, 5, dtype=torch.float64, requires_grad=True),
+    }
+    weight = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    gamma = (torch.rand(4, dtype=torch.float64) + 0.5).requires_grad_()
+    beta = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    group_index = torch.tensor([0, 1, 1, 2, 3])
+    for entmax in (False, True):
+        for p, groups in ((None, None), (prior, group_index)):
+            x = xs[None if groups is None else 5]
+
+            def step(*args: torch.Tensor, p=p, groups=groups, entmax=entmax):  # type: ignore[no-untyped-def]
+                a, q, x, weight, gamma, beta = args
+                settings = (bn, 6, 2, 1.3, entmax, groups, 1e-15, 36)
+                return MaskStep.apply(a, q, x, *settings, weight, gamma, beta)
+
+            assert torch.autograd.gradcheck(step, (att, p, x, weight, gamma, beta))

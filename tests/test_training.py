@@ -177,3 +177,28 @@ def test_small_batches_train_on_one_thread_and_the_setting_is_restored() -> None
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(outer)
+
+
+def test_snapshot_is_an_independent_copy_of_the_state_dict() -> None:
+    from tabsparse.training import snapshot
+
+    net = make_net()
+    state = snapshot(net)
+    reference = net.state_dict()
+    expected = {key: value.clone() for key, value in reference.items()}
+    assert list(state) == list(reference)
+    assert state._metadata == reference._metadata  # type: ignore[attr-defined]
+    # one shared Linear layer, listed under several names, stays one tensor
+    shared = [k for k in state if k.endswith("shared.layers.0.fc.weight")]
+    assert len(shared) > 1 and len({id(state[k]) for k in shared}) == 1
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(1.0)
+    net.train()
+    net(torch.randn(64, 4), torch.zeros(64, 0, dtype=torch.int64))  # running statistics move
+    assert not torch.equal(net.state_dict()["head.bias"], expected["head.bias"])
+    for key, value in expected.items():  # the snapshot did not move with the network
+        torch.testing.assert_close(state[key], value, rtol=0, atol=0)
+    net.load_state_dict(state)
+    for key, value in expected.items():
+        torch.testing.assert_close(net.state_dict()[key], value, rtol=0, atol=0)

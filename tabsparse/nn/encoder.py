@@ -8,12 +8,14 @@ merge columns. ``group_index[c]`` names the group of input channel ``c``; masks 
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple, cast
 
 import torch
 from torch import nn
 from torch.autograd.function import once_differentiable
 
+from tabsparse.nn.fused import MaskStep, apply, stack_shape
 from tabsparse.nn.transformers import AttentiveTransformer, FeatureTransformer, make_linears
 
 
@@ -174,15 +176,38 @@ class TabNetEncoder(nn.Module):
         ``step_importance`` empty instead of stacking them."""
         att = self.initial(x)[:, self.n_d :]
         identity = getattr(self, "identity_groups", False)  # absent in older pickles
+        fused = self._fused_shape(att)
         prior: torch.Tensor | None = None  # all ones before the first step
         output: torch.Tensor | None = None
         masks: list[torch.Tensor] = []
         decisions: list[torch.Tensor] = []
-        for transformer, attentive in zip(self.steps, self.attention, strict=True):
-            mask = attentive(att, prior)
+        entropy: torch.Tensor | None = None  # the fused path's sparsity loss
+        attention = cast("Sequence[AttentiveTransformer]", self.attention)
+        for transformer, attentive in zip(self.steps, attention, strict=True):
+            if fused is not None:  # one autograd node (tabsparse.nn.fused.MaskStep)
+                mask, prior, masked, step_entropy = apply(
+                    MaskStep,
+                    att,
+                    prior,
+                    x,
+                    attentive.bn,
+                    *fused,
+                    self.gamma,
+                    attentive.mask_type == "entmax",
+                    None if identity else self.group_index,
+                    self.epsilon,
+                    self.n_steps * x.shape[0],
+                    attentive.fc.weight,
+                    attentive.bn.weight,
+                    attentive.bn.bias,
+                )
+                entropy = step_entropy if entropy is None else entropy + step_entropy
+            else:
+                mask = attentive(att, prior)
+                prior = self.gamma - mask if prior is None else prior * (self.gamma - mask)
+                masked = x * (mask if identity else mask.index_select(1, self.group_index))
             masks.append(mask)
-            prior = self.gamma - mask if prior is None else prior * (self.gamma - mask)
-            out = transformer(x * (mask if identity else mask.index_select(1, self.group_index)))
+            out = transformer(masked)
             decision = torch.relu(out[:, : self.n_d])
             output = decision if output is None else output + decision
             decisions.append(decision)
@@ -193,8 +218,10 @@ class TabNetEncoder(nn.Module):
             return EncoderOutput(output, empty, x.new_zeros(()), empty)
         stacked_masks = torch.stack(masks)
         stacked_decisions = torch.stack(decisions)
-        if self.training:  # mean over steps and rows of each mask's entropy
-            sparsity = MaskEntropy.apply(stacked_masks, self.epsilon)
+        if entropy is not None:
+            sparsity = entropy
+        elif self.training:  # mean over steps and rows of each mask's entropy
+            sparsity = apply(MaskEntropy, stacked_masks, self.epsilon)
         else:
             sparsity = x.new_zeros(())
         return EncoderOutput(
@@ -204,3 +231,26 @@ class TabNetEncoder(nn.Module):
             step_importance=stacked_decisions.sum(dim=-1),
             decisions=stacked_decisions if keep_decisions else None,
         )
+
+    def _fused_shape(self, att: torch.Tensor) -> tuple[int, int] | None:
+        """The virtual batches ``(size, k)`` of :class:`~tabsparse.nn.fused.MaskStep` when each
+        step's attention runs as that one node (training mode; the cases of
+        :func:`~tabsparse.nn.fused.stack_shape`), else None: the modules run one by one, as
+        they also do when an attentive transformer has hooks (so that the hooks see every
+        call)."""
+        if not self.training:
+            return None
+        attention = cast("Sequence[AttentiveTransformer]", self.attention)
+        if any(_has_hooks(attentive) for attentive in attention):
+            return None
+        return stack_shape(att, [(attentive.fc, attentive.bn) for attentive in attention])
+
+
+def _has_hooks(module: nn.Module) -> bool:
+    """Whether calling ``module`` would run forward hooks (its own or global ones)."""
+    return bool(
+        module._forward_hooks
+        or module._forward_pre_hooks
+        or nn.modules.module._global_forward_hooks
+        or nn.modules.module._global_forward_pre_hooks
+    )

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tabsparse.nn.fused import GLUStack, LinearGhostBN, stack_shape
+from tabsparse.nn.fused import GLUStack, LinearGhostBN, apply, stack_shape
 from tabsparse.nn.ghost_bn import GhostBatchNorm
 from tabsparse.sparsemax import entmax15, sparsemax
 
@@ -166,7 +166,7 @@ class FeatureTransformer(nn.Module):
             return None
         params = [p for layer in layers for p in (layer.fc.weight, layer.bn.weight, layer.bn.bias)]
         bns = [layer.bn for layer in layers]
-        out: torch.Tensor = GLUStack.apply(x, tuple(residual), bns, *shape, *params)
+        out: torch.Tensor = apply(GLUStack, x, tuple(residual), bns, *shape, *params)
         return out
 
 
@@ -198,7 +198,7 @@ class AttentiveTransformer(nn.Module):
         if shape is None:
             logits = linear_bn(self.fc, self.bn, a)
         else:  # one autograd node (tabsparse.nn.fused)
-            logits = LinearGhostBN.apply(
-                a, self.bn, *shape, self.fc.weight, self.bn.weight, self.bn.bias
+            logits = apply(
+                LinearGhostBN, a, self.bn, *shape, self.fc.weight, self.bn.weight, self.bn.bias
             )
         return MASK_FUNCTIONS[self.mask_type](logits if prior is None else logits * prior, dim=-1)
