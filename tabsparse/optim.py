@@ -213,19 +213,44 @@ class Schedule:
     ``kind``: ``"constant"``; ``"cosine"`` (to 0 over ``total`` steps, like
     ``CosineAnnealingLR(T_max=total)``); ``"exponential"`` (``gamma`` per step); ``"onecycle"``
     (like ``OneCycleLR`` with its defaults: 30% warm-up from ``lr / 25``, cosine annealing to
-    ``lr / 25e4``, ``beta1`` cycled 0.95 -> 0.85 -> 0.95).
+    ``lr / 25e4``, ``beta1`` cycled 0.95 -> 0.85 -> 0.95); ``"plateau"`` (constant until the
+    validation score stalls: :meth:`epoch_end` multiplies the rate by ``factor`` after
+    ``patience`` epochs without improvement, like ``ReduceLROnPlateau``).
     """
 
-    def __init__(self, optimizer: AdamW, kind: str, *, total: int, gamma: float = 1.0) -> None:
-        if kind not in ("constant", "cosine", "exponential", "onecycle"):
+    def __init__(
+        self,
+        optimizer: AdamW,
+        kind: str,
+        *,
+        total: int,
+        gamma: float = 1.0,
+        patience: int = 4,
+        factor: float = 0.2,
+    ) -> None:
+        if kind not in ("constant", "cosine", "exponential", "onecycle", "plateau"):
             raise ValueError(f"unknown learning-rate schedule {kind!r}")
         self.optimizer = optimizer
         self.kind = kind
         self.total = max(1, total)
         self.gamma = gamma
+        self.patience = max(1, patience)
+        self.factor = factor
         self.base_lr = optimizer.lr
         self.t = 0
+        self.scale = 1.0  # plateau: product of the reductions so far
+        self.stalled = 0  # plateau: epochs without improvement since the last best or reduction
         self._apply()
+
+    def epoch_end(self, improved: bool) -> None:
+        """Tell the schedule whether the epoch improved the validation score (plateau only)."""
+        if self.kind != "plateau":
+            return
+        self.stalled = 0 if improved else self.stalled + 1
+        if self.stalled >= self.patience:
+            self.scale *= self.factor
+            self.stalled = 0
+            self._apply()
 
     def step(self) -> None:
         self.t += 1
@@ -242,6 +267,8 @@ class Schedule:
         base = self.base_lr
         if self.kind == "constant":
             return base, None
+        if self.kind == "plateau":
+            return base * self.scale, None
         if self.kind == "exponential":
             return base * self.gamma**t, None
         if self.kind == "cosine":
@@ -255,11 +282,20 @@ class Schedule:
         return _cos(base, final, min(pct, 1.0)), _cos(0.85, 0.95, min(pct, 1.0))
 
     def state_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "t": self.t, "base_lr": self.base_lr, "total": self.total}
+        return {
+            "kind": self.kind,
+            "t": self.t,
+            "base_lr": self.base_lr,
+            "total": self.total,
+            "scale": self.scale,
+            "stalled": self.stalled,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.t = int(state["t"])
         self.base_lr = float(state["base_lr"])
+        self.scale = float(state.get("scale", 1.0))  # absent in checkpoints of earlier versions
+        self.stalled = int(state.get("stalled", 0))
         self._apply()
 
 

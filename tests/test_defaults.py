@@ -16,6 +16,8 @@ def test_defaults_are_those_the_benchmark_chose() -> None:
         assert params["momentum"] == 0.1
         assert params["ema_decay"] is None  # weight averaging: mixed on the benchmark
         assert params["early_stopping"] == "auto"
+        assert params["batch_size"] == "auto"  # small tables: enough steps per epoch
+        assert params["lr_schedule"] == "cosine"  # "plateau" was mixed on the benchmark
     assert TabNetPretrainer().get_params()["tol"] == 1e-4  # pretraining was not benchmarked
 
 
@@ -44,3 +46,12 @@ def test_default_tol_counts_small_improvements_of_a_small_loss() -> None:
 def test_bad_tol_is_refused(tol: object) -> None:
     with pytest.raises(ValueError, match="'tol' parameter"):
         TabNetRegressor(tol=tol).fit(np.zeros((20, 2)), np.zeros(20))  # type: ignore[arg-type]
+
+
+def test_auto_early_stopping_needs_a_validation_split_of_500_rows() -> None:
+    rng = np.random.default_rng(0)
+    for n, fraction, expected in [(5_000, 0.1, True), (4_990, 0.1, False), (2_500, 0.2, True)]:
+        X = rng.normal(size=(n, 2))
+        reg = TabNetRegressor(max_epochs=1, validation_fraction=fraction, random_state=0)
+        reg.fit(X, X[:, 0])
+        assert ("val_loss" in reg.history_[0]) is expected, (n, fraction)

@@ -515,3 +515,19 @@ def test_export_method_writes_a_program_and_its_spec(tmp_path) -> None:  # type:
     clf = TabNetClassifier(max_epochs=2, random_state=0, device="cpu").fit(X, y)
     path = clf.export(tmp_path / "model.pt2", format="torch")
     assert path.exists() and (tmp_path / "model.pt2.json").exists()
+
+
+def test_auto_batch_size_is_resolved_on_the_training_rows() -> None:
+    sizes: list[int] = []
+
+    class Record(Callback):
+        def on_fit_begin(self, trainer):  # type: ignore[no-untyped-def]
+            sizes.append(trainer.config.batch_size)
+
+    rng = np.random.default_rng(0)
+    for n in (2_000, 20_000):  # 20,000 rows: 18,000 train after the early-stopping holdout
+        X = rng.normal(size=(n, 3))
+        reg = TabNetRegressor(batch_size="auto", max_epochs=1, callbacks=[Record()])
+        reg.fit(X, X[:, 0])
+        assert reg.get_params()["batch_size"] == "auto"  # the parameter is left as given
+    assert sizes == [128, 1024]

@@ -146,3 +146,28 @@ def test_flat_mode_matches_separate_parameters_and_clips_like_torch(fused: bool)
     assert len({p.untyped_storage().data_ptr() for p in flat}) == len(flat)
     for a, b in zip(flat, plain, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_plateau_schedule_divides_the_rate_after_patience_stalled_epochs_and_resumes() -> None:
+    opt = AdamW(make_params(2), lr=0.1)
+    sched = Schedule(opt, "plateau", total=100, patience=3, factor=0.5)
+    for _ in range(5):
+        sched.step()  # steps alone never change it
+    assert opt.lr == 0.1
+    seen = []
+    for improved in [True, False, False, True, False, False, False, False, False, False, True]:
+        sched.epoch_end(improved)
+        seen.append(opt.lr)
+    # an improvement resets the count; a reduction restarts it
+    assert seen == pytest.approx([0.1] * 6 + [0.05] * 3 + [0.025] * 2, rel=1e-15)
+    sched.epoch_end(False)
+    sched.epoch_end(False)
+    other = Schedule(AdamW(make_params(2), lr=0.1), "plateau", total=100, patience=3, factor=0.5)
+    other.load_state_dict(sched.state_dict())
+    assert other.optimizer.lr == pytest.approx(0.025, rel=1e-15)
+    other.epoch_end(False)  # the third stalled epoch: the count travelled with the state
+    assert other.optimizer.lr == pytest.approx(0.0125, rel=1e-15)
+    for kind in ("cosine", "constant"):  # the other schedules ignore the epoch signal
+        s = Schedule(AdamW(make_params(2), lr=0.1), kind, total=10, patience=1)
+        s.epoch_end(False)
+        assert s.optimizer.lr == 0.1

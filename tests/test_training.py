@@ -14,8 +14,10 @@ from tabsparse.training import (
     TrainConfig,
     Trainer,
     TrainingError,
+    auto_batch_size,
     batch_bounds,
     batch_multiple,
+    inference_batch_size,
     predict_outputs,
     training_threads,
 )
@@ -202,3 +204,21 @@ def test_snapshot_is_an_independent_copy_of_the_state_dict() -> None:
     net.load_state_dict(state)
     for key, value in expected.items():
         torch.testing.assert_close(net.state_dict()[key], value, rtol=0, atol=0)
+
+
+def test_auto_batch_size_gives_small_tables_enough_steps_per_epoch() -> None:
+    # 1024 (pytorch-tabnet's default) from 16 x 1024 rows on; below, the largest power of
+    # two with at least 16 steps per epoch, never under 128 rows nor under one virtual batch
+    assert [auto_batch_size(n) for n in (1_000_000, 16_384, 16_383, 5_000, 2_000, 300, 0)] == [
+        1024,
+        1024,
+        512,
+        256,
+        128,
+        128,
+        128,
+    ]
+    assert auto_batch_size(2_000, virtual_batch_size=256) == 256
+    assert auto_batch_size(100_000, virtual_batch_size=2048) == 2048
+    assert inference_batch_size("auto") == inference_batch_size(1024) == 16384
+    assert inference_batch_size(50_000) == 50_000

@@ -38,12 +38,19 @@ from tabsparse.training import (
     TrainConfig,
     Trainer,
     TrainingError,
+    auto_batch_size,
+    inference_batch_size,
     load_checkpoint,
     predict_outputs,
 )
 
 logger = logging.getLogger("tabsparse")
 
+#: ``early_stopping="auto"`` holds out ``validation_fraction`` of the rows and stops on them
+#: when that is at least this many rows (5,000 rows at the default 10%): on fewer, the
+#: validation loss is too noisy to stop on (see "Defaults: what was tried" in
+#: benchmarks/README.md)
+AUTO_EARLY_STOPPING_ROWS = 500
 IMPORTANCE_SAMPLE = 8192  # rows used for feature_importances_ (bounded: never a pass over all rows)
 
 
@@ -143,7 +150,7 @@ class TabNetBase(BaseEstimator):
         "mask_type": [StrOptions({"sparsemax", "entmax"})],
         "lambda_sparse": [Interval(Real, 0.0, None, closed="left")],
         "virtual_batch_size": [Interval(Integral, 1, None, closed="left")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "max_epochs": [Interval(Integral, 1, None, closed="left")],
         "learning_rate": [Interval(Real, 0.0, None, closed="neither")],
         "weight_decay": [Interval(Real, 0.0, None, closed="left")],
@@ -181,7 +188,7 @@ class TabNetBase(BaseEstimator):
         mask_type: str = "sparsemax",
         lambda_sparse: float = 1e-3,
         virtual_batch_size: int = 128,
-        batch_size: int = 1024,
+        batch_size: int | str = "auto",
         max_epochs: int = 100,
         learning_rate: float = 0.02,
         weight_decay: float = 0.0,
@@ -473,7 +480,7 @@ class TabNetBase(BaseEstimator):
             loss_fn=self._loss_fn(),
             config=TrainConfig(
                 max_epochs=self.max_epochs,
-                batch_size=self.batch_size,
+                batch_size=self._training_batch_size(len(train)),
                 learning_rate=self.learning_rate,
                 weight_decay=self.weight_decay,
                 lr_schedule=self.lr_schedule,
@@ -515,9 +522,15 @@ class TabNetBase(BaseEstimator):
             return int(copy.deepcopy(self.random_state).randint(2**31 - 1))
         return int(self.random_state)
 
+    def _training_batch_size(self, n_train: int) -> int:
+        """``batch_size`` with ``"auto"`` resolved for ``n_train`` training rows."""
+        if self.batch_size == "auto":
+            return auto_batch_size(n_train, self.virtual_batch_size)
+        return int(self.batch_size)
+
     def _use_early_stopping(self, n_samples: int) -> bool:
-        if self.early_stopping == "auto":
-            return n_samples > 10_000
+        if self.early_stopping == "auto":  # a validation split of at least 500 rows
+            return n_samples * self.validation_fraction >= AUTO_EARLY_STOPPING_ROWS
         return bool(self.early_stopping)
 
     def _split(
@@ -699,7 +712,9 @@ class TabNetBase(BaseEstimator):
     def _predict_logits(self, X: Any) -> torch.Tensor:
         check_is_fitted(self)
         data = self._tensor_data(self._encode(X), None, None, self.device_)
-        return predict_outputs(self.network_, data, batch_size=max(self.batch_size, 16384)).logits
+        return predict_outputs(
+            self.network_, data, batch_size=inference_batch_size(self.batch_size)
+        ).logits
 
     def explain(self, X: Any) -> Explanation:
         """Which columns each decision step selected for each row of ``X``.

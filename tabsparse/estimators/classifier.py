@@ -45,12 +45,18 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         Weight of the mask-entropy sparsity loss.
     virtual_batch_size : int, default=128
         Rows per ghost-batch-norm virtual batch.
-    batch_size : int, default=1024
+    batch_size : int or "auto", default="auto"
+        Rows per optimiser step. "auto": 1024 from 16,384 training rows on; on fewer, the
+        largest power of two giving at least 16 steps per epoch, at least 128 rows and one
+        virtual batch (2,000 rows: 128; 5,000: 256), so small tables are not underfitted.
     max_epochs : int, default=100
     learning_rate : float, default=0.02
     weight_decay : float, default=0.0
         AdamW weight decay.
-    lr_schedule : {"cosine", "onecycle", "exponential", "constant"}, default="cosine"
+    lr_schedule : {"cosine", "onecycle", "exponential", "constant", "plateau"}, default="cosine"
+        "cosine" anneals to 0 over ``max_epochs``; "plateau" keeps the rate until the validation
+        score stalls and then divides it by 5 after every ``0.4 * n_iter_no_change`` epochs
+        without improvement (constant without a validation set).
     ema_decay : float in (0, 1) or None, default=None
         Keep an exponential moving average of the weights, updated after every optimiser step
         with this decay (``1 / (1 - ema_decay)`` is about the number of steps averaged over;
@@ -58,7 +64,8 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         ``t``). Validation, early stopping and the fitted model use the averaged weights;
         training continues from the live ones. None: no averaging.
     early_stopping : "auto" or bool, default="auto"
-        "auto" enables it when there are more than 10,000 rows or when ``X_val`` is given.
+        "auto" enables it when the held-out split would have at least 500 rows (5,000 rows at
+        the default ``validation_fraction``) or when ``X_val`` is given.
     validation_fraction : float, default=0.1
         Fraction of the training rows held out (stratified) when early stopping without ``X_val``.
     n_iter_no_change : int, default=10
@@ -177,7 +184,7 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         mask_type: str = "sparsemax",
         lambda_sparse: float = 1e-3,
         virtual_batch_size: int = 128,
-        batch_size: int = 1024,
+        batch_size: int | str = "auto",
         max_epochs: int = 100,
         learning_rate: float = 0.02,
         weight_decay: float = 0.0,

@@ -29,7 +29,14 @@ from tabsparse.estimators._base import (
 )
 from tabsparse.nn.decoder import PretrainingNetwork
 from tabsparse.pretraining import CellMasker, ReconstructionLoss, encode_rows, mask_cells
-from tabsparse.training import LossFn, ScoreFn, TensorData, TrainingError, load_checkpoint
+from tabsparse.training import (
+    LossFn,
+    ScoreFn,
+    TensorData,
+    TrainingError,
+    inference_batch_size,
+    load_checkpoint,
+)
 
 #: Parameters that decide the shapes of the encoder weights: a fine-tuned estimator must use the
 #: pretrainer's values.
@@ -308,7 +315,7 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
         """
         check_is_fitted(self)
         data = self._tensor_data(self._encode(X), None, None, self.device_)
-        out = encode_rows(self.network_, data, batch_size=max(self.batch_size, 16384))
+        out = encode_rows(self.network_, data, batch_size=inference_batch_size(self.batch_size))
         return out.cpu().numpy()
 
     def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
