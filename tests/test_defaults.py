@@ -18,6 +18,8 @@ def test_defaults_are_those_the_benchmark_chose() -> None:
         assert params["early_stopping"] == "auto"
         assert params["batch_size"] == "auto"  # small tables: enough steps per epoch
         assert params["lr_schedule"] == "cosine"  # "plateau" was mixed on the benchmark
+        assert params["max_epochs"] == 200  # 100 cut large tables short
+        assert params["n_iter_no_change"] == 20  # 10 stopped noisy fits that still learned
     assert TabNetPretrainer().get_params()["tol"] == 1e-4  # pretraining was not benchmarked
 
 

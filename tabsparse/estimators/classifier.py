@@ -49,7 +49,10 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         Rows per optimiser step. "auto": 1024 from 16,384 training rows on; on fewer, the
         largest power of two giving at least 16 steps per epoch, at least 128 rows and one
         virtual batch (2,000 rows: 128; 5,000: 256), so small tables are not underfitted.
-    max_epochs : int, default=100
+    max_epochs : int, default=200
+        Upper bound on the epochs; with early stopping most fits end well before it.
+        pytorch-tabnet's 100 cut large tables short (covtype_50k_sample still improved at
+        epoch 100: 0.872 accuracy after 200 epochs against 0.815 after 100).
     learning_rate : float, default=0.02
     weight_decay : float, default=0.0
         AdamW weight decay.
@@ -68,8 +71,11 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         the default ``validation_fraction``) or when ``X_val`` is given.
     validation_fraction : float, default=0.1
         Fraction of the training rows held out (stratified) when early stopping without ``X_val``.
-    n_iter_no_change : int, default=10
-        Epochs without improvement of ``scoring`` before stopping.
+    n_iter_no_change : int, default=20
+        Epochs without improvement of ``scoring`` before stopping. 20 rather than
+        pytorch-tabnet's 10: while the cosine schedule's rate is still high the validation loss
+        is noisy, and 10 epochs stopped tables that were still learning (electricity: 0.802
+        against 0.792 accuracy, poker_hand: 0.617 against 0.568).
     tol : float, default=1e-7
         Minimum improvement of the score early stopping watches (absolute, as in
         scikit-learn's HistGradientBoosting, whose default this is). The earlier default 1e-4 is
@@ -185,14 +191,14 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         lambda_sparse: float = 1e-3,
         virtual_batch_size: int = 128,
         batch_size: int | str = "auto",
-        max_epochs: int = 100,
+        max_epochs: int = 200,
         learning_rate: float = 0.02,
         weight_decay: float = 0.0,
         lr_schedule: str = "cosine",
         ema_decay: float | None = None,
         early_stopping: str | bool = "auto",
         validation_fraction: float = 0.1,
-        n_iter_no_change: int = 10,
+        n_iter_no_change: int = 20,
         tol: float = 1e-7,
         scoring: Any = "loss",
         categorical_features: Any = "from_dtype",
