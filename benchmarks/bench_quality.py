@@ -711,7 +711,8 @@ def render(
         + f"Training rows are capped at {caps[0]:,} and test rows "
         f"at {caps[1]:,} (a seeded random subsample; `n train` shows the cap where it applied). "
         'tabsparse gets the DataFrame as it is (its `early_stopping="auto"` holds out 10% of the '
-        "training rows itself above 10,000 rows); HistGradientBoosting gets "
+        'training rows itself from 5,000 rows on, and `batch_size="auto"` takes smaller batches '
+        "below 16,384 training rows); HistGradientBoosting gets "
         '`categorical_features="from_dtype"` (columns with more than 255 levels, which it '
         "refuses, as ordinal codes); LightGBM `n_jobs=1, verbose=-1` with native pandas "
         "categories; pytorch-tabnet 4.1 its README recipe: ordinal codes of the categorical "

@@ -52,7 +52,8 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
     max_epochs : int, default=200
         Upper bound on the epochs; with early stopping most fits end well before it.
         pytorch-tabnet's 100 cut large tables short (covtype_50k_sample still improved at
-        epoch 100: 0.872 accuracy after 200 epochs against 0.815 after 100).
+        epoch 100; with ``n_iter_no_change=20`` it reaches 0.858 accuracy against 0.822, mean
+        of 3 seeds on the quality benchmark).
     learning_rate : float, default=0.02
     weight_decay : float, default=0.0
         AdamW weight decay.
@@ -74,8 +75,9 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
     n_iter_no_change : int, default=20
         Epochs without improvement of ``scoring`` before stopping. 20 rather than
         pytorch-tabnet's 10: while the cosine schedule's rate is still high the validation loss
-        is noisy, and 10 epochs stopped tables that were still learning (electricity: 0.802
-        against 0.792 accuracy, poker_hand: 0.617 against 0.568).
+        is noisy, and 10 epochs stopped tables that were still learning (with
+        ``max_epochs=200``: electricity 0.800 against 0.792 accuracy, poker_hand 0.632 against
+        0.568).
     tol : float, default=1e-7
         Minimum improvement of the score early stopping watches (absolute, as in
         scikit-learn's HistGradientBoosting, whose default this is). The earlier default 1e-4 is
