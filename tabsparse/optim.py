@@ -207,6 +207,10 @@ def _by_device(params: list[torch.Tensor]) -> list[list[int]]:
     return list(groups.values())
 
 
+#: The learning-rate schedules :class:`Schedule` knows (the ``lr_schedule`` values).
+SCHEDULES = ("constant", "cosine", "onecycle", "exponential", "plateau")
+
+
 class Schedule:
     """Learning rate (and Adam's ``beta1`` for one-cycle) as a function of the step.
 
@@ -228,7 +232,7 @@ class Schedule:
         patience: int = 4,
         factor: float = 0.2,
     ) -> None:
-        if kind not in ("constant", "cosine", "exponential", "onecycle", "plateau"):
+        if kind not in SCHEDULES:
             raise ValueError(f"unknown learning-rate schedule {kind!r}")
         self.optimizer = optimizer
         self.kind = kind

@@ -37,11 +37,11 @@ from tabsparse.distributed import (
 )
 from tabsparse.nn.ghost_bn import flush_statistics
 from tabsparse.nn.network import NetworkOutput
-from tabsparse.optim import AdamW, Schedule
+from tabsparse.optim import SCHEDULES, AdamW, Schedule
 
 logger = logging.getLogger("tabsparse")
 
-LR_SCHEDULES = ("constant", "cosine", "onecycle", "exponential", "plateau")
+LR_SCHEDULES = SCHEDULES
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import TypeVar
 
 import pytest
 import torch
@@ -320,6 +321,18 @@ def test_network_eval_output_does_not_depend_on_batch_composition() -> None:
     torch.testing.assert_close(full, single)
 
 
+_Module = TypeVar("_Module", bound=torch.nn.Module)
+
+
+def _randomise(module: _Module) -> _Module:
+    """Every parameter drawn from N(0, 1), so that no gradient term vanishes by its
+    initialisation (BN weights of 1 and biases of 0 would hide errors)."""
+    with torch.no_grad():
+        for p in module.parameters():
+            p.normal_()
+    return module
+
+
 @pytest.mark.parametrize(("n_shared", "n_independent"), [(2, 2), (0, 2), (2, 0), (1, 1)])
 @pytest.mark.parametrize("n", [64, 60, 3, 61, 17])
 def test_fused_feature_transformer_equals_the_layer_by_layer_graph(
@@ -342,9 +355,7 @@ def test_fused_feature_transformer_equals_the_layer_by_layer_graph(
         ).double()
 
     ft, ref = make(), make()
-    with torch.no_grad():
-        for p in ft.parameters():
-            p.normal_()
+    _randomise(ft)
     ref.load_state_dict(ft.state_dict())
     ref._fused = lambda x: None  # type: ignore[method-assign]
     calls = []
@@ -383,10 +394,7 @@ def test_fused_attentive_layer_equals_the_module_path(
         at = AttentiveTransformer(
             n_a=8, n_groups=13, mask_type="sparsemax", virtual_batch_size=16, momentum=0.1
         ).double()
-        with torch.no_grad():
-            for p in at.parameters():
-                p.normal_()
-        return at
+        return _randomise(at)
 
     fused, ref = make(), make()
     a = torch.randn(n, 8, dtype=torch.float64, requires_grad=True)
@@ -448,10 +456,7 @@ def test_fused_mask_steps_equal_the_module_path(
             virtual_batch_size=16,
             momentum=0.1,
         ).double()
-        with torch.no_grad():
-            for p in enc.parameters():
-                p.normal_()
-        return enc
+        return _randomise(enc)
 
     enc, ref = make(), make()
     ref._fused_shape = lambda att: None  # type: ignore[method-assign]

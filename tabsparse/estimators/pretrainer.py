@@ -78,9 +78,10 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
     ``categorical_features``, ``cat_emb_dim``, ``grouped_features``, ``device``,
     ``random_state``, ``verbose``, ``warm_start``, ``callbacks``, ``checkpoint_dir``,
     ``checkpoint_every``) are those of :class:`tabsparse.TabNetClassifier`; early stopping
-    watches the validation loss. Two defaults differ, because the benchmark that chose the
+    watches the validation loss. Five defaults differ, because the benchmark that chose the
     classifier's and regressor's (``benchmarks/bench_quality.py``) does not cover pretraining:
-    ``momentum=0.02`` and ``tol=1e-4``.
+    ``momentum=0.02``, ``tol=1e-4``, ``batch_size=1024``, ``max_epochs=100`` and
+    ``n_iter_no_change=10`` (``batch_size="auto"`` is accepted here too).
 
     Parameters
     ----------
