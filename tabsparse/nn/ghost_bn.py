@@ -156,6 +156,9 @@ class GhostBatchNorm(nn.Module):
         for t in range(len(pending) - 1, -1, -1):
             coefs[t] = weights[t] * keep
             keep *= 1.0 - weights[t]
+        if _uniform(pending):  # every call one part of the same shape: stacked, no lists
+            self._fold_uniform(pending, coefs, keep)
+            return
         # one row per virtual batch: its mean, 1 / sqrt(biased variance + eps) and row count;
         # update t spreads its weight evenly over its virtual batches
         row_coefs: list[float] = []
@@ -174,6 +177,24 @@ class GhostBatchNorm(nn.Module):
         variances = (inv.pow(-2) - self.eps).clamp_(min=0.0) * unbias_t
         running_mean.mul_(keep).add_(weights_t @ means)
         running_var.mul_(keep).add_(weights_t @ variances)
+        tracked.add_(len(pending))
+
+    def _fold_uniform(self, pending: list[_Update], coefs: list[float], keep: float) -> None:
+        """:meth:`flush_statistics` when every recorded call is one ``(k, C)`` part of the
+        same row count (the trainer's batches): the same update with stacked tensors."""
+        buffers = self._buffers
+        running_mean, running_var = buffers["running_mean"], buffers["running_var"]
+        tracked = buffers["num_batches_tracked"]
+        assert running_mean is not None and running_var is not None and tracked is not None
+        k, rows = pending[0][0][0].shape[0], pending[0][0][2]
+        options = {"dtype": running_mean.dtype, "device": running_mean.device}
+        # each call's weight spread evenly over its k virtual batches
+        weights = torch.tensor(coefs, **options).div_(k)  # type: ignore[arg-type]
+        means = torch.stack([update[0][0] for update in pending]).to(running_mean.dtype)
+        inv = torch.stack([update[0][1] for update in pending]).to(running_var.dtype)
+        variances = inv.pow_(-2).sub_(self.eps).clamp_(min=0.0).mul_(rows / (rows - 1))
+        running_mean.mul_(keep).add_(weights @ means.sum(1))
+        running_var.mul_(keep).add_(weights @ variances.sum(1))
         tracked.add_(len(pending))
 
     def eval_affine(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -238,6 +259,15 @@ class GhostBatchNorm(nn.Module):
             update.append(part)
         body = torch.cat([out_big[:size], out_small], dim=1)
         return torch.cat([body.view(size * k, c), out_big[size]]), update
+
+
+def _uniform(pending: list[_Update]) -> bool:
+    """Whether every recorded call is one part with the same shape and row count."""
+    first = pending[0]
+    if len(first) != 1:
+        return False
+    shape, rows = first[0][0].shape, first[0][2]
+    return all(len(u) == 1 and u[0][2] == rows and u[0][0].shape == shape for u in pending)
 
 
 def flush_statistics(module: nn.Module) -> None:
