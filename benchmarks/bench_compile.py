@@ -15,11 +15,12 @@ same TabNet (n_d = n_a = 8, 3 steps, 2 shared + 2 step-specific GLU layers, spar
   the seconds its first two calls take (tracing and code generation; the inductor cache is a
   fresh temporary folder, as for a first fit).
 
-Each variant runs in a fresh process. Reported: milliseconds per step (median of 5 blocks of
-20 steps after warm-up, process CPU time on the CPU, wall time with synchronisation on CUDA),
-the compile seconds, and the number of steps after which compiling would have paid against
-tabsparse's eager step (``compile_s / (tabsparse_ms - compiled_ms)``; "never" when the compiled
-step is not faster).
+Each measurement runs in a fresh process, the three variants in turn, ``--repeats`` times.
+Reported: milliseconds per step (in each process the median of 5 blocks of 20 steps after
+warm-up, process CPU time on the CPU, wall time with synchronisation on CUDA; then the median
+over the processes), the compile seconds, and the number of steps after which compiling would
+have paid against tabsparse's eager step (``compile_s / (tabsparse_ms - compiled_ms)``;
+"never" when the compiled step is not faster).
 
 Usage::
 
@@ -214,6 +215,7 @@ def run_worker(variant: str, device: str, cache: str) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--repeats", type=int, default=3, help="fresh processes per variant")
     parser.add_argument("--readme", type=Path, default=README, help="file the table goes to")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--worker", choices=VARIANTS, help=argparse.SUPPRESS)
@@ -224,23 +226,41 @@ def main() -> None:
         torch.set_num_threads(1)
         print(json.dumps(worker(args.worker, args.device)))
         return
-    with tempfile.TemporaryDirectory() as cache:
-        records = {v: run_worker(v, args.device, cache) for v in VARIANTS}
-    for rec in records.values():
-        print(json.dumps(rec), flush=True)
+    runs: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
+    for rep in range(args.repeats):  # interleaved: the machine's load moves all three alike
+        for v in VARIANTS:
+            with tempfile.TemporaryDirectory() as cache:
+                rec = run_worker(v, args.device, cache)
+            runs[v].append(rec)
+            print(json.dumps({**rec, "repeat": rep}), flush=True)
+    records = {
+        v: {
+            "ms_per_step": statistics.median(r["ms_per_step"] for r in recs),
+            "compile_s": None
+            if recs[0]["compile_s"] is None
+            else statistics.median(r["compile_s"] for r in recs),
+        }
+        for v, recs in runs.items()
+    }
     ours = records["tabsparse"]["ms_per_step"]
     compiled = records["plain compiled"]
     gain = ours - compiled["ms_per_step"]
-    break_even = f"{compiled['compile_s'] * 1e3 / gain:,.0f} steps" if gain > 0 else "never"
     rows = []
     for v in VARIANTS:
         seconds = records[v]["compile_s"]
         shown = "" if seconds is None else f"{seconds:.0f}"
         rows.append(f"| {v} | {records[v]['ms_per_step']:.1f} | {shown} |")
-    verdict = (
-        f"Compiling pays against tabsparse's eager step after **{break_even}** "
-        f"(compile {compiled['compile_s']:.0f} s, {gain:+.1f} ms per step)."
-    )
+    if gain > 0:
+        verdict = (
+            f"Compiling pays against tabsparse's eager step after "
+            f"**{compiled['compile_s'] * 1e3 / gain:,.0f} steps** (compile "
+            f"{compiled['compile_s']:.0f} s, then {gain:.1f} ms less per step)."
+        )
+    else:
+        verdict = (
+            f"Compiling **never** pays against tabsparse's eager step here: the compiled step "
+            f"is {-gain:.1f} ms slower, after {compiled['compile_s']:.0f} s of compiling."
+        )
     print("\n".join([*rows, verdict]))
     if args.no_write:
         return
@@ -257,7 +277,8 @@ def main() -> None:
     body = "\n".join(
         [
             f"`python benchmarks/bench_compile.py --device {args.device}` — {stamp}; {where}, "
-            f"torch {torch.__version__}, Python {platform.python_version()}.",
+            f"torch {torch.__version__}, Python {platform.python_version()}; median of "
+            f"{args.repeats} fresh processes per variant, interleaved.",
             "",
             "One training step (forward, loss, backward, Adam) of the speed benchmark's TabNet "
             "(batch 1024, 54 features, n_d = n_a = 8, 3 steps): tabsparse eager (hand-fused "
