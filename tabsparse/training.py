@@ -69,9 +69,17 @@ class TensorData:
             idx = self.rows[idx]
 
         def pick(t: torch.Tensor | None) -> torch.Tensor | None:
-            return None if t is None else t[idx]
+            if t is None:
+                return None
+            # index_select, not t[idx]: advanced indexing costs 4x as much on the CPU (78 vs
+            # 19 us for a 1024-row batch of 54 columns), once per training step
+            if isinstance(idx, torch.Tensor) and idx.dtype in (torch.int64, torch.int32):
+                return t.index_select(0, idx)
+            return t[idx]
 
-        return TensorData(self.numeric[idx], self.codes[idx], pick(self.target), pick(self.weight))
+        numeric, codes = pick(self.numeric), pick(self.codes)
+        assert numeric is not None and codes is not None
+        return TensorData(numeric, codes, pick(self.target), pick(self.weight))
 
     @property
     def device(self) -> torch.device:
@@ -533,7 +541,7 @@ class Trainer:
                     if self.transform_batch is not None:
                         batch = self.transform_batch(batch, self._generator)
                     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.amp):
-                        out = model(batch.numeric, batch.codes)
+                        out = model(batch.numeric, batch.codes, with_masks=False)
                         per_row = self.loss_fn(out.logits.float(), batch.target)  # type: ignore[arg-type]
                     if batch.weight is not None:
                         per_row = per_row * batch.weight

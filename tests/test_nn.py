@@ -379,6 +379,45 @@ def test_fused_feature_transformer_equals_the_layer_by_layer_graph(
     torch.testing.assert_close(ft(x), ref(x))
 
 
+@pytest.mark.parametrize("reads", ["both", "decision", "attention"])
+@pytest.mark.parametrize("n", [64, 61])
+def test_fused_feature_transformer_split_outputs_equal_the_module_path(n: int, reads: str) -> None:
+    """``forward_split`` (a TabNet step's ``relu(out[:, :n_d])`` and ``out[:, n_d:]``) from the
+    fused node equals slicing the modules' output, also when the loss reads only one of the two
+    (the first transformer's decision and the last one's attention features go unused)."""
+    torch.manual_seed(0)
+
+    def make() -> FeatureTransformer:
+        torch.manual_seed(2)
+        ft = FeatureTransformer(
+            shared=make_linears(10, 12, 2),
+            n_in=10,
+            n_out=12,
+            n_independent=2,
+            virtual_batch_size=16,
+            momentum=0.1,
+        ).double()
+        return _randomise(ft)
+
+    ft, ref = make(), make()
+    ref._fused = lambda x, split=None: None  # type: ignore[method-assign]
+    x = torch.randn(n, 10, dtype=torch.float64, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    outs, outs_ref = ft.forward_split(x, 5), ref.forward_split(x_ref, 5)
+    assert outs[0].shape == (n, 5) and outs[1].shape == (n, 7)
+    assert bool((outs[0] == 0).any()) and bool((outs[0] > 0).any())  # the ReLU cuts
+    used = {"both": (0, 1), "decision": (0,), "attention": (1,)}[reads]
+    for pair in (outs, outs_ref):
+        g = torch.Generator().manual_seed(4)
+        loss = sum((pair[i] * torch.randn(pair[i].shape, generator=g).double()).sum() for i in used)
+        loss.backward()  # type: ignore[union-attr]
+    for a, b in zip(outs, outs_ref, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(x.grad, x_ref.grad, rtol=1e-12, atol=1e-12)
+    for (name, p), q in zip(ft.named_parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-12, atol=1e-12, msg=name)
+
+
 @pytest.mark.parametrize("n", [64, 61])
 def test_fused_attentive_layer_equals_the_module_path(
     n: int, monkeypatch: pytest.MonkeyPatch
@@ -460,6 +499,8 @@ def test_fused_mask_steps_equal_the_module_path(
 
     enc, ref = make(), make()
     ref._fused_shape = lambda att: None  # type: ignore[method-assign]
+    for transformer in (ref.initial, *ref.steps):  # the reference runs every module
+        transformer._fused = lambda x, split=None: None  # type: ignore[method-assign]
     steps = []
     original = MaskStep.forward
     x = torch.randn(n, 6, dtype=torch.float64, requires_grad=True)
@@ -467,7 +508,7 @@ def test_fused_mask_steps_equal_the_module_path(
     for _ in range(2):  # two steps: running statistics are recorded by both paths
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(MaskStep, "forward", lambda *a: steps.append(n) or original(*a))
-            out = enc(x)
+            out = enc(x, with_masks=use_masks)  # training steps skip stacking masks
         out_ref = ref(x_ref)
         losses = []
         for o in (out, out_ref):
@@ -481,6 +522,9 @@ def test_fused_mask_steps_equal_the_module_path(
         losses[0].backward()
         losses[1].backward()
     assert len(steps) == (0 if n == 61 else 6)
+    if not use_masks and n != 61:
+        assert out.masks.numel() == 0 and out.step_importance.numel() == 0
+        out, out_ref = out[::2], out_ref[::2]  # output and sparsity loss
     for a, b in zip(out, out_ref, strict=True):
         if a is not None:
             torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)

@@ -172,9 +172,16 @@ class TabNetEncoder(nn.Module):
         where nothing trains on it); every step's work is kept to as few operations as the
         algorithm allows, because at tabular sizes each operation costs more than its math.
 
-        ``with_masks=False`` (eval mode only; prediction) leaves ``masks`` and
-        ``step_importance`` empty instead of stacking them."""
-        att = self.initial(x)[:, self.n_d :]
+        ``with_masks=False`` (prediction, and training steps that read only the output and
+        the sparsity loss) leaves ``masks`` and ``step_importance`` empty instead of stacking
+        them."""
+        # training: each transformer returns its decision and attention features from one
+        # autograd node (unless a transformer has hooks, which must see its whole output)
+        split = self.training and not any(_has_hooks(t) for t in (self.initial, *self.steps))
+        if split:
+            att = self.initial.forward_split(x, self.n_d)[1]
+        else:
+            att = self.initial(x)[:, self.n_d :]
         identity = getattr(self, "identity_groups", False)  # absent in older pickles
         fused = self._fused_shape(att)
         prior: torch.Tensor | None = None  # all ones before the first step
@@ -183,7 +190,8 @@ class TabNetEncoder(nn.Module):
         decisions: list[torch.Tensor] = []
         entropy: torch.Tensor | None = None  # the fused path's sparsity loss
         attention = cast("Sequence[AttentiveTransformer]", self.attention)
-        for transformer, attentive in zip(self.steps, attention, strict=True):
+        steps = cast("Sequence[FeatureTransformer]", self.steps)
+        for transformer, attentive in zip(steps, attention, strict=True):
             if fused is not None:  # one autograd node (tabsparse.nn.fused.MaskStep)
                 mask, prior, masked, step_entropy = apply(
                     MaskStep,
@@ -207,15 +215,18 @@ class TabNetEncoder(nn.Module):
                 prior = self.gamma - mask if prior is None else prior * (self.gamma - mask)
                 masked = x * (mask if identity else mask.index_select(1, self.group_index))
             masks.append(mask)
-            out = transformer(masked)
-            decision = torch.relu(out[:, : self.n_d])
+            if split:
+                decision, att = transformer.forward_split(masked, self.n_d)
+            else:
+                out = transformer(masked)
+                decision, att = torch.relu(out[:, : self.n_d]), out[:, self.n_d :]
             output = decision if output is None else output + decision
             decisions.append(decision)
-            att = out[:, self.n_d :]
         assert output is not None
-        if not (with_masks or keep_decisions or self.training):
+        if not (with_masks or keep_decisions) and (entropy is not None or not self.training):
             empty = x.new_empty(0)
-            return EncoderOutput(output, empty, x.new_zeros(()), empty)
+            sparsity = x.new_zeros(()) if entropy is None else entropy
+            return EncoderOutput(output, empty, sparsity, empty)
         stacked_masks = torch.stack(masks)
         stacked_decisions = torch.stack(decisions)
         if entropy is not None:

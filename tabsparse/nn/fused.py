@@ -20,6 +20,7 @@ or float64. Everything else runs the modules one by one.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -108,13 +109,35 @@ def _linear_bn_k(
     return y.view(x.shape[0], c), h, gamma_k, mean, invstd
 
 
-def _repeat_affine(params: Sequence[torch.Tensor], m: int, k: int) -> tuple[torch.Tensor, ...]:
+def _repeat_affine(
+    params: Sequence[torch.Tensor], scale: torch.Tensor, k: int
+) -> tuple[torch.Tensor, ...]:
     """The batch-norm weights and biases of ``m`` layers (``params`` = ``W_1, gamma_1,
-    beta_1, ...``; the layers of a feature transformer all have one output width ``c``) each
-    repeated ``k`` times: ``gamma_1^k, ..., gamma_m^k, beta_1^k, ..., beta_m^k``, from one
-    copy instead of one per tensor (a dozen fewer operations per call)."""
-    affine = torch.stack([*params[1::3], *params[2::3]])  # (2m, c)
-    return affine.unsqueeze(1).expand(2 * m, k, affine.shape[1]).reshape(2 * m, -1).unbind(0)
+    beta_1, ...``; the layers of a feature transformer all have one output width ``c``),
+    multiplied by ``scale`` ``(2m, c)`` (see :func:`_residual_scale`) and each repeated ``k``
+    times: ``gamma_1^k, ..., gamma_m^k, beta_1^k, ..., beta_m^k``, from one copy instead of one
+    per tensor (a dozen fewer operations per call)."""
+    affine = torch.stack([*params[1::3], *params[2::3]]).mul_(scale)  # (2m, c)
+    m2, c = affine.shape
+    return affine.unsqueeze(1).expand(m2, k, c).reshape(m2, -1).unbind(0)
+
+
+@functools.lru_cache(maxsize=64)
+def _residual_scale(
+    residual: tuple[bool, ...], c: int, dtype: torch.dtype, device: torch.device
+) -> torch.Tensor:
+    """``(2m, c)`` factors for the batch-norm weights and biases of ``m`` GLU layers: a residual
+    layer's ``(x + glu(y)) * sqrt(0.5)`` is computed as ``glu(y') + sqrt(0.5) * x``, with ``y'``
+    the batch norm's output under weights and biases scaled by ``sqrt(0.5)`` on the GLU's linear
+    half (its first ``c / 2`` channels), which scales ``glu(y)`` by ``sqrt(0.5)``. That folds
+    the scaling into the affine of the fused batch norm (one multiplication fewer per layer,
+    forward and backward); the gradients of the unscaled weights are those of the scaled ones
+    times the same factors. Cached: never modify the result."""
+    scale = torch.ones(len(residual), c, dtype=dtype, device=device)
+    for j, res in enumerate(residual):
+        if res:
+            scale[j, : c // 2] = SQRT_HALF
+    return scale.repeat(2, 1)
 
 
 def _linear_bn_backward(
@@ -142,20 +165,20 @@ def _linear_bn_backward_k(
     return dh.view(dy.shape[0], -1), dgamma, dbeta
 
 
-def _sqrt_half(like: torch.Tensor) -> torch.Tensor:
-    """``sqrt(0.5)`` as a 0-d tensor of ``like``'s dtype and device: multiplying by it skips
-    the conversion of a Python number that every ``mul`` with one pays."""
-    return torch.full((), SQRT_HALF, dtype=like.dtype, device=like.device)
-
-
 class GLUStack(torch.autograd.Function):
     """``x -> layer_m(... layer_1(x))`` for GLU layers with ghost batch norm (training mode).
 
-    ``apply(x, residual, bns, size, k, W_1, gamma_1, beta_1, ..., W_m, gamma_m, beta_m)``:
-    ``residual[j]`` says whether layer ``j`` adds its input and scales by ``sqrt(0.5)``; ``bns``
-    are the layers' batch norms (their virtual-batch statistics are recorded as in
-    :meth:`GhostBatchNorm.forward`); the ``n`` rows form ``k`` virtual batches of ``size`` rows
-    (virtual batch ``i`` = rows ``i, i + k, ...``).
+    ``apply(x, residual, bns, size, k, split, W_1, gamma_1, beta_1, ..., W_m, gamma_m,
+    beta_m)``: ``residual[j]`` says whether layer ``j`` adds its input and scales by
+    ``sqrt(0.5)``; ``bns`` are the layers' batch norms (their virtual-batch statistics are
+    recorded as in :meth:`GhostBatchNorm.forward`); the ``n`` rows form ``k`` virtual batches of
+    ``size`` rows (virtual batch ``i`` = rows ``i, i + k, ...``).
+
+    ``split=None`` returns the output ``h``; an integer ``split`` returns what a TabNet step
+    reads of it, ``(relu(h[:, :split]), h[:, split:])`` (the decision and the attention
+    features), which spares the graph two slices, a ReLU and their backward nodes (each
+    slice's backward fills a zero tensor of ``h``'s size). An output nothing reads gets no
+    gradient buffer.
     """
 
     @staticmethod
@@ -166,39 +189,46 @@ class GLUStack(torch.autograd.Function):
         bns: list[GhostBatchNorm],
         size: int,
         k: int,
+        split: int | None,
         *params: torch.Tensor,
-    ) -> torch.Tensor:
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         saved: list[torch.Tensor] = []
         h_in = x
-        half = _sqrt_half(x)
         m = len(bns)
-        affine = _repeat_affine(params, m, k)
+        scale = _residual_scale(residual, params[1].shape[0], x.dtype, x.device)
+        affine = _repeat_affine(params, scale, k)
         for j, bn in enumerate(bns):
             y, *bn_saved = _linear_bn_k(h_in, params[3 * j], affine[j], affine[m + j], bn, size, k)
-            g = torch._C._nn.glu(y, -1)
-            out = torch.add(h_in, g).mul_(half) if residual[j] else g
+            g = torch._C._nn.glu(y, -1)  # already scaled by sqrt(0.5) in a residual layer
+            out = torch.add(g, h_in, alpha=SQRT_HALF) if residual[j] else g
             saved += [h_in, y, *bn_saved]
             h_in = out
-        ctx.save_for_backward(*saved, *params[::3])
-        ctx.residual, ctx.eps, ctx.k = residual, [bn.eps for bn in bns], k
-        return h_in
+        ctx.residual, ctx.eps, ctx.k, ctx.scale = residual, [bn.eps for bn in bns], k, scale
+        ctx.split = split
+        ctx.set_materialize_grads(False)
+        if split is None:
+            ctx.save_for_backward(*saved, *params[::3])
+            return h_in
+        decision = torch.relu(h_in[:, :split])
+        ctx.save_for_backward(*saved, *params[::3], decision)
+        return decision, h_in[:, split:]
 
     @staticmethod
     @once_differentiable
-    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
+    def backward(ctx: Any, *grad_outputs: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
         tensors = ctx.saved_tensors
         m = len(ctx.residual)
-        saved, weights = tensors[: 6 * m], tensors[6 * m :]
+        saved, weights = tensors[: 6 * m], tensors[6 * m : 7 * m]
+        grad_out = _join_split_grads(grad_outputs, tensors, ctx.split)
+        if grad_out is None:  # no output has a gradient
+            return (None,) * (6 + 3 * m)
         grads: list[torch.Tensor | None] = [None] * (3 * m)
         affine: list[torch.Tensor] = [grad_out] * (2 * m)  # per virtual batch, then summed
         d: torch.Tensor | None = grad_out.contiguous()
-        half = _sqrt_half(grad_out)
         for j in range(m - 1, -1, -1):
             h_in, y, *bn_saved = saved[6 * j : 6 * j + 6]
             weight = weights[j]
             assert d is not None
-            if ctx.residual[j]:
-                d = d * half  # the gradient of the GLU output and of the skip connection
             dy = _glu_backward(d, y, -1)
             dh, affine[j], affine[m + j] = _linear_bn_backward_k(dy, tuple(bn_saved), ctx.eps[j])
             grads[3 * j] = torch.mm(h_in.t(), dh).t()  # the faster layout of the product
@@ -206,12 +236,37 @@ class GLUStack(torch.autograd.Function):
                 d = None
                 break
             dx = dh.mm(weight)
-            d = dx.add_(d) if ctx.residual[j] else dx
+            d = dx.add_(d, alpha=SQRT_HALF) if ctx.residual[j] else dx
         # the batch-norm weights' and biases' gradients: summed over the virtual batches of all
-        # layers in one operation
-        sums = torch.stack(affine).view(2 * m, ctx.k, -1).sum(1).unbind(0)
+        # layers in one operation, then scaled as the weights were
+        sums = torch.stack(affine).view(2 * m, ctx.k, -1).sum(1).mul_(ctx.scale).unbind(0)
         grads[1::3], grads[2::3] = sums[:m], sums[m:]
-        return (d, None, None, None, None, *grads)
+        return (d, None, None, None, None, None, *grads)
+
+
+def _join_split_grads(
+    grad_outputs: Sequence[torch.Tensor | None],
+    saved: Sequence[torch.Tensor],
+    split: int | None,
+) -> torch.Tensor | None:
+    """The gradient of :class:`GLUStack`'s output ``h`` from those of its outputs (None where no
+    output has one): with ``split``, the decision's (through the ReLU: ``saved[-1]`` is the
+    decision) and the attention features' side by side, zeros for one that has none."""
+    if split is None:
+        return grad_outputs[0]
+    grad_decision, grad_att = grad_outputs
+    if grad_decision is None and grad_att is None:
+        return None
+    decision = saved[-1]
+    if grad_decision is None:
+        grad_decision = torch.zeros_like(decision)
+    else:
+        grad_decision = torch.ops.aten.threshold_backward(grad_decision, decision, 0)
+    if grad_att is None:
+        assert grad_decision is not None
+        n, width = saved[0].shape[0], saved[1].shape[1] // 2  # h's rows and columns
+        grad_att = grad_decision.new_zeros(n, width - split)
+    return torch.cat([grad_decision, grad_att], dim=1)
 
 
 class LinearGhostBN(torch.autograd.Function):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -144,14 +145,27 @@ class FeatureTransformer(nn.Module):
         if self.training:
             fused = self._fused(x)
             if fused is not None:
-                return fused
+                return cast(torch.Tensor, fused)
         if self.shared is not None:
             x = self.shared(x)
         if self.independent is not None:
             x = self.independent(x)
         return x
 
-    def _fused(self, x: torch.Tensor) -> torch.Tensor | None:
+    def forward_split(self, x: torch.Tensor, split: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(relu(out[:, :split]), out[:, split:])`` of ``out = self(x)`` (a TabNet step's
+        decision and attention features), in training mode from one autograd node. Runs no
+        hooks: the caller calls the module instead where it has some."""
+        if self.training:
+            fused = self._fused(x, split)
+            if fused is not None:
+                return cast("tuple[torch.Tensor, torch.Tensor]", fused)
+        out = self.forward(x)
+        return torch.relu(out[:, :split]), out[:, split:]
+
+    def _fused(
+        self, x: torch.Tensor, split: int | None = None
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None:
         """Training-mode forward as one autograd node (:class:`~tabsparse.nn.fused.GLUStack`),
         or None where that path does not apply."""
         layers: list[GLULayer] = []
@@ -166,7 +180,7 @@ class FeatureTransformer(nn.Module):
             return None
         params = [p for layer in layers for p in (layer.fc.weight, layer.bn.weight, layer.bn.bias)]
         bns = [layer.bn for layer in layers]
-        out: torch.Tensor = apply(GLUStack, x, tuple(residual), bns, *shape, *params)
+        out: torch.Tensor = apply(GLUStack, x, tuple(residual), bns, *shape, split, *params)
         return out
 
 
