@@ -68,18 +68,19 @@ class TensorData:
         if self.rows is not None:
             idx = self.rows[idx]
 
-        def pick(t: torch.Tensor | None) -> torch.Tensor | None:
-            if t is None:
-                return None
+        def select(t: torch.Tensor) -> torch.Tensor:
             # index_select, not t[idx]: advanced indexing costs 4x as much on the CPU (78 vs
             # 19 us for a 1024-row batch of 54 columns), once per training step
             if isinstance(idx, torch.Tensor) and idx.dtype in (torch.int64, torch.int32):
                 return t.index_select(0, idx)
             return t[idx]
 
-        numeric, codes = pick(self.numeric), pick(self.codes)
-        assert numeric is not None and codes is not None
-        return TensorData(numeric, codes, pick(self.target), pick(self.weight))
+        def pick(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else select(t)
+
+        return TensorData(
+            select(self.numeric), select(self.codes), pick(self.target), pick(self.weight)
+        )
 
     @property
     def device(self) -> torch.device:

@@ -204,7 +204,7 @@ class GLUStack(torch.autograd.Function):
             saved += [h_in, y, *bn_saved]
             h_in = out
         ctx.residual, ctx.eps, ctx.k, ctx.scale = residual, [bn.eps for bn in bns], k, scale
-        ctx.split = split
+        ctx.split, ctx.width = split, h_in.shape[1]
         ctx.set_materialize_grads(False)
         if split is None:
             ctx.save_for_backward(*saved, *params[::3])
@@ -219,7 +219,10 @@ class GLUStack(torch.autograd.Function):
         tensors = ctx.saved_tensors
         m = len(ctx.residual)
         saved, weights = tensors[: 6 * m], tensors[6 * m : 7 * m]
-        grad_out = _join_split_grads(grad_outputs, tensors, ctx.split)
+        if ctx.split is None:
+            grad_out = grad_outputs[0]
+        else:  # the decision is saved last
+            grad_out = _join_split_grads(grad_outputs, tensors[-1], ctx.split, ctx.width)
         if grad_out is None:  # no output has a gradient
             return (None,) * (6 + 3 * m)
         grads: list[torch.Tensor | None] = [None] * (3 * m)
@@ -246,26 +249,23 @@ class GLUStack(torch.autograd.Function):
 
 def _join_split_grads(
     grad_outputs: Sequence[torch.Tensor | None],
-    saved: Sequence[torch.Tensor],
-    split: int | None,
+    decision: torch.Tensor,
+    split: int,
+    width: int,
 ) -> torch.Tensor | None:
-    """The gradient of :class:`GLUStack`'s output ``h`` from those of its outputs (None where no
-    output has one): with ``split``, the decision's (through the ReLU: ``saved[-1]`` is the
-    decision) and the attention features' side by side, zeros for one that has none."""
-    if split is None:
-        return grad_outputs[0]
+    """The gradient of :class:`GLUStack`'s output ``h`` (``width`` columns) from those of its
+    two outputs (None where neither has one): the decision's (through the ReLU: ``decision``
+    is its saved output) and the attention features' side by side, zeros for one that has
+    none."""
     grad_decision, grad_att = grad_outputs
     if grad_decision is None and grad_att is None:
         return None
-    decision = saved[-1]
     if grad_decision is None:
         grad_decision = torch.zeros_like(decision)
     else:
         grad_decision = torch.ops.aten.threshold_backward(grad_decision, decision, 0)
     if grad_att is None:
-        assert grad_decision is not None
-        n, width = saved[0].shape[0], saved[1].shape[1] // 2  # h's rows and columns
-        grad_att = grad_decision.new_zeros(n, width - split)
+        grad_att = grad_decision.new_zeros(decision.shape[0], width - split)
     return torch.cat([grad_decision, grad_att], dim=1)
 
 

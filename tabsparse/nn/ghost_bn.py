@@ -157,7 +157,10 @@ class GhostBatchNorm(nn.Module):
             coefs[t] = weights[t] * keep
             keep *= 1.0 - weights[t]
         if _uniform(pending):  # every call one part of the same shape: stacked, no lists
-            self._fold_uniform(pending, coefs, keep)
+            mean_step, var_step = self._uniform_steps(pending, coefs, running_mean.dtype)
+            running_mean.mul_(keep).add_(mean_step)
+            running_var.mul_(keep).add_(var_step)
+            tracked.add_(len(pending))
             return
         # one row per virtual batch: its mean, 1 / sqrt(biased variance + eps) and row count;
         # update t spreads its weight evenly over its virtual batches
@@ -179,23 +182,20 @@ class GhostBatchNorm(nn.Module):
         running_var.mul_(keep).add_(weights_t @ variances)
         tracked.add_(len(pending))
 
-    def _fold_uniform(self, pending: list[_Update], coefs: list[float], keep: float) -> None:
-        """:meth:`flush_statistics` when every recorded call is one ``(k, C)`` part of the
-        same row count (the trainer's batches): the same update with stacked tensors."""
-        buffers = self._buffers
-        running_mean, running_var = buffers["running_mean"], buffers["running_var"]
-        tracked = buffers["num_batches_tracked"]
-        assert running_mean is not None and running_var is not None and tracked is not None
-        k, rows = pending[0][0][0].shape[0], pending[0][0][2]
-        options = {"dtype": running_mean.dtype, "device": running_mean.device}
+    def _uniform_steps(
+        self, pending: list[_Update], coefs: list[float], dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The weighted sums of the recorded means and variances that :meth:`flush_statistics`
+        adds, when every recorded call is one ``(k, C)`` part of the same row count (the
+        trainer's batches): stacked tensors instead of per-row lists."""
+        first_mean, _, rows = pending[0][0]
+        k = first_mean.shape[0]
         # each call's weight spread evenly over its k virtual batches
-        weights = torch.tensor(coefs, **options).div_(k)  # type: ignore[arg-type]
-        means = torch.stack([update[0][0] for update in pending]).to(running_mean.dtype)
-        inv = torch.stack([update[0][1] for update in pending]).to(running_var.dtype)
+        weights = torch.tensor(coefs, dtype=dtype, device=first_mean.device).div_(k)
+        means = torch.stack([update[0][0] for update in pending]).to(dtype)
+        inv = torch.stack([update[0][1] for update in pending]).to(dtype)
         variances = inv.pow_(-2).sub_(self.eps).clamp_(min=0.0).mul_(rows / (rows - 1))
-        running_mean.mul_(keep).add_(weights @ means.sum(1))
-        running_var.mul_(keep).add_(weights @ variances.sum(1))
-        tracked.add_(len(pending))
+        return weights @ means.sum(1), weights @ variances.sum(1)
 
     def eval_affine(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(scale, shift)`` with ``eval_output = x * scale + shift`` (running statistics)."""

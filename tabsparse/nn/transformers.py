@@ -180,7 +180,8 @@ class FeatureTransformer(nn.Module):
             return None
         params = [p for layer in layers for p in (layer.fc.weight, layer.bn.weight, layer.bn.bias)]
         bns = [layer.bn for layer in layers]
-        out: torch.Tensor = apply(GLUStack, x, tuple(residual), bns, *shape, split, *params)
+        out: torch.Tensor | tuple[torch.Tensor, torch.Tensor]
+        out = apply(GLUStack, x, tuple(residual), bns, *shape, split, *params)
         return out
 
 
