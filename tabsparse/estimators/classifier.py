@@ -36,10 +36,12 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
     n_independent, n_shared : int, default=2
         Step-specific and shared GLU layers per feature transformer.
     momentum : float, default=0.1
-        Batch-norm momentum (PyTorch convention; pytorch-tabnet uses 0.02). The running
-        statistics are updated once per batch, so with a few dozen batches per epoch 0.02 lags
-        the weights by about an epoch; 0.1 tracks them (see "Defaults: what was tried" in
-        ``benchmarks/README.md``).
+        Batch-norm momentum (PyTorch convention). The running statistics are updated once per
+        batch, from all its virtual batches at once, so with a few dozen batches per epoch 0.02
+        lags the weights by about an epoch; 0.1 tracks them (see "Defaults: what was tried" in
+        ``benchmarks/README.md``). pytorch-tabnet updates them once per virtual batch: its
+        ``momentum=0.02`` with batches of 8 virtual batches averages over the same horizon as
+        ``1 - 0.98 ** 8 = 0.149`` here.
     mask_type : {"sparsemax", "entmax"}, default="sparsemax"
     lambda_sparse : float, default=1e-3
         Weight of the mask-entropy sparsity loss.
