@@ -190,22 +190,20 @@ def summarise(records: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
     """
     rows, verdict = [], []
     for threads in sorted({r["threads"] for r in records}):
-        med: dict[str, dict[str, float]] = {}
+        stats: dict[str, dict[str, float]] = {}
         for lib in LIBRARIES:
             mine = [r for r in records if r["library"] == lib and r["threads"] == threads]
             keys = ("fit_s", "predict_rows_s", "explain_rows_s", "rss_peak_mb")
-            med[lib] = {k: statistics.median(r[k] for r in mine) for k in keys}
-            med[lib]["accuracy"] = statistics.mean(r["accuracy"] for r in mine)
-            med[lib]["acc_range"] = max(r["accuracy"] for r in mine) - min(
-                r["accuracy"] for r in mine
-            )
-            m = med[lib]
+            m = stats[lib] = {k: statistics.median(r[k] for r in mine) for k in keys}
+            accuracies = [r["accuracy"] for r in mine]
+            m["accuracy"] = statistics.mean(accuracies)
+            m["acc_range"] = max(accuracies) - min(accuracies)
             rows.append(
                 f"| {threads} | {lib} | {m['fit_s']:.1f} | {m['predict_rows_s']:,.0f} | "
                 f"{m['explain_rows_s']:,.0f} | {m['accuracy']:.4f} (±{m['acc_range']:.4f}) | "
                 f"{m['rss_peak_mb']:,.0f} |"
             )
-        a, b = med["tabsparse"], med["pytorch-tabnet"]
+        a, b = stats["tabsparse"], stats["pytorch-tabnet"]
         verdict.append(
             f"- {threads} thread(s): fit **{b['fit_s'] / a['fit_s']:.2f}x** faster "
             f"(target 3x), predict **{a['predict_rows_s'] / b['predict_rows_s']:.1f}x** and "

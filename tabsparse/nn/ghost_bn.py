@@ -156,30 +156,10 @@ class GhostBatchNorm(nn.Module):
         for t in range(len(pending) - 1, -1, -1):
             coefs[t] = weights[t] * keep
             keep *= 1.0 - weights[t]
-        if _uniform(pending):  # every call one part of the same shape: stacked, no lists
-            mean_step, var_step = self._uniform_steps(pending, coefs, running_mean.dtype)
-            running_mean.mul_(keep).add_(mean_step)
-            running_var.mul_(keep).add_(var_step)
-            tracked.add_(len(pending))
-            return
-        # one row per virtual batch: its mean, 1 / sqrt(biased variance + eps) and row count;
-        # update t spreads its weight evenly over its virtual batches
-        row_coefs: list[float] = []
-        unbias: list[float] = []
-        for c, update in zip(coefs, pending, strict=True):
-            per_batch = c / sum(part[0].shape[0] for part in update)
-            for mean, _, rows in update:
-                row_coefs += [per_batch] * mean.shape[0]
-                unbias += [rows / (rows - 1)] * mean.shape[0]
-        parts = [part for update in pending for part in update]
-        means = torch.cat([part[0] for part in parts]).to(running_mean.dtype)
-        inv = torch.cat([part[1] for part in parts]).to(running_var.dtype)
-        options = {"dtype": running_mean.dtype, "device": running_mean.device}
-        weights_t = torch.tensor(row_coefs, **options)  # type: ignore[arg-type]
-        unbias_t = torch.tensor(unbias, **options).unsqueeze(1)  # type: ignore[arg-type]
-        variances = (inv.pow(-2) - self.eps).clamp_(min=0.0) * unbias_t
-        running_mean.mul_(keep).add_(weights_t @ means)
-        running_var.mul_(keep).add_(weights_t @ variances)
+        steps = self._uniform_steps if _uniform(pending) else self._general_steps
+        mean_step, var_step = steps(pending, coefs, running_mean.dtype)
+        running_mean.mul_(keep).add_(mean_step)
+        running_var.mul_(keep).add_(var_step)
         tracked.add_(len(pending))
 
     def _uniform_steps(
@@ -196,6 +176,28 @@ class GhostBatchNorm(nn.Module):
         inv = torch.stack([update[0][1] for update in pending]).to(dtype)
         variances = inv.pow_(-2).sub_(self.eps).clamp_(min=0.0).mul_(rows / (rows - 1))
         return weights @ means.sum(1), weights @ variances.sum(1)
+
+    def _general_steps(
+        self, pending: list[_Update], coefs: list[float], dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`_uniform_steps` for calls of any shapes: one row per virtual batch (its mean,
+        1 / sqrt(biased variance + eps) and row count); update ``t`` spreads its weight evenly
+        over its virtual batches."""
+        row_coefs: list[float] = []
+        unbias: list[float] = []
+        for c, update in zip(coefs, pending, strict=True):
+            per_batch = c / sum(part[0].shape[0] for part in update)
+            for mean, _, rows in update:
+                row_coefs += [per_batch] * mean.shape[0]
+                unbias += [rows / (rows - 1)] * mean.shape[0]
+        parts = [part for update in pending for part in update]
+        means = torch.cat([part[0] for part in parts]).to(dtype)
+        inv = torch.cat([part[1] for part in parts]).to(dtype)
+        device = means.device
+        weights_t = torch.tensor(row_coefs, dtype=dtype, device=device)
+        unbias_t = torch.tensor(unbias, dtype=dtype, device=device).unsqueeze(1)
+        variances = (inv.pow(-2) - self.eps).clamp_(min=0.0) * unbias_t
+        return weights_t @ means, weights_t @ variances
 
     def eval_affine(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(scale, shift)`` with ``eval_output = x * scale + shift`` (running statistics)."""
