@@ -478,10 +478,11 @@ def test_fused_mask_steps_equal_the_module_path(
 ) -> None:
     """In training mode each step's attention (Linear + ghost BN, prior, mask, next prior,
     masked input, sparsity loss) runs as one autograd node when the batch splits into equal
-    virtual batches (64 and 48 rows; 61 take the module path): the same outputs, gradients of
-    the input and every parameter, and running statistics as the modules one by one, whether
-    or not the loss reads the masks."""
-    from tabsparse.nn.fused import MaskStep
+    virtual batches (64 and 48 rows; 61 take the module path), and the whole encoder runs as
+    one node when nothing reads the masks: the same outputs, gradients of the input and every
+    parameter, and running statistics as the modules one by one, whether or not the loss
+    reads the masks."""
+    from tabsparse.nn import fused
 
     def make() -> TabNetEncoder:
         torch.manual_seed(3)
@@ -501,13 +502,16 @@ def test_fused_mask_steps_equal_the_module_path(
     ref._fused_shape = lambda att: None  # type: ignore[method-assign]
     for transformer in (ref.initial, *ref.steps):  # the reference runs every module
         transformer._fused = lambda x, split=None: None  # type: ignore[method-assign]
-    steps = []
-    original = MaskStep.forward
+    steps, whole = [], []
+    original, original_whole = fused.mask_step_forward, fused.EncoderStep.forward
     x = torch.randn(n, 6, dtype=torch.float64, requires_grad=True)
     x_ref = x.detach().clone().requires_grad_()
     for _ in range(2):  # two steps: running statistics are recorded by both paths
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(MaskStep, "forward", lambda *a: steps.append(n) or original(*a))
+            mp.setattr(fused, "mask_step_forward", lambda *a: steps.append(n) or original(*a))
+            mp.setattr(
+                fused.EncoderStep, "forward", lambda *a: whole.append(n) or original_whole(*a)
+            )
             out = enc(x, with_masks=use_masks)  # training steps skip stacking masks
         out_ref = ref(x_ref)
         losses = []
@@ -522,6 +526,7 @@ def test_fused_mask_steps_equal_the_module_path(
         losses[0].backward()
         losses[1].backward()
     assert len(steps) == (0 if n == 61 else 6)
+    assert len(whole) == (2 if n != 61 and not use_masks else 0)
     if not use_masks and n != 61:
         assert out.masks.numel() == 0 and out.step_importance.numel() == 0
         out, out_ref = out[::2], out_ref[::2]  # output and sparsity loss
@@ -533,6 +538,142 @@ def test_fused_mask_steps_equal_the_module_path(
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-12, atol=1e-12, msg=name)
     for (name, a), b in zip(enc.state_dict().items(), ref.state_dict().values(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12, msg=name)
+
+
+def _network_pair(
+    n_shared: int, n_independent: int, n_steps: int, mask_type: str
+) -> tuple[TabNet, TabNet]:
+    """Two equal float64 TabNets with numeric and categorical inputs (embeddings of two
+    channels, so the masks are spread over channel groups); the second never takes the
+    one-node encoder path."""
+
+    def make() -> TabNet:
+        torch.manual_seed(7)
+        net = TabNet(
+            numeric_columns=[0, 2, 3],
+            categorical_columns=[1, 4],
+            numeric_mean=[0.0, 0.0, 0.0],
+            numeric_std=[1.0, 1.0, 1.0],
+            cardinalities=[5, 4],
+            n_outputs=3,
+            cat_emb_dim=2,
+            n_d=4,
+            n_a=3,
+            n_steps=n_steps,
+            n_shared=n_shared,
+            n_independent=n_independent,
+            mask_type=mask_type,
+            virtual_batch_size=16,
+            momentum=0.1,
+        ).double()
+        return _randomise(net)
+
+    net, ref = make(), make()
+    ref.encoder._plan = lambda x: None  # type: ignore[method-assign]
+    return net, ref
+
+
+@pytest.mark.parametrize(
+    ("n_shared", "n_independent", "n_steps", "mask_type"),
+    [(2, 2, 3, "sparsemax"), (0, 2, 1, "sparsemax"), (2, 0, 2, "entmax"), (1, 1, 4, "entmax")],
+)
+def test_one_node_encoder_equals_the_per_step_nodes(
+    n_shared: int, n_independent: int, n_steps: int, mask_type: str
+) -> None:
+    """A training step (nothing reads the masks) runs the whole encoder as one autograd node:
+    the logits, the sparsity loss, the gradients of every parameter (embeddings and the
+    shared layers included) and the running statistics equal those of the per-step nodes, over
+    two steps with an optimiser between them."""
+    from tabsparse.nn import fused
+
+    net, ref = _network_pair(n_shared, n_independent, n_steps, mask_type)
+    calls = []
+    original = fused.EncoderStep.forward
+    g = torch.Generator().manual_seed(8)
+    numeric = torch.randn(64, 3, generator=g, dtype=torch.float64)
+    codes = torch.randint(0, 5, (64, 2), generator=g) % torch.tensor([5, 4])
+    target = torch.randint(0, 3, (64,), generator=g)
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (net, ref)]
+    for _ in range(2):
+        outs = []
+        for model, opt in zip((net, ref), opts, strict=True):
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(fused.EncoderStep, "forward", lambda *a: calls.append(1) or original(*a))
+                out = model(numeric, codes, with_masks=False)
+            loss = torch.nn.functional.cross_entropy(out.logits, target)
+            opt.zero_grad()
+            (loss + 0.3 * out.sparsity_loss).backward()
+            outs.append(out)
+        torch.testing.assert_close(outs[0].logits, outs[1].logits, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(
+            outs[0].sparsity_loss, outs[1].sparsity_loss, rtol=1e-12, atol=1e-12
+        )
+        for (name, p), q in zip(net.named_parameters(), ref.parameters(), strict=True):
+            assert (p.grad is None) == (q.grad is None), name
+            if p.grad is not None:
+                torch.testing.assert_close(p.grad, q.grad, rtol=1e-11, atol=1e-11, msg=name)
+        for opt in opts:
+            opt.step()
+    assert len(calls) == 2  # the reference never took the one-node path
+    for (name, a), b in zip(net.state_dict().items(), ref.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-11, atol=1e-11, msg=name)
+
+
+def test_one_node_encoder_gradcheck() -> None:
+    """The one-node encoder's backward against finite differences, for the input and every
+    parameter (shared layers feed four transformers: their gradients are sums)."""
+    from tabsparse.nn.fused import EncoderStep
+
+    torch.manual_seed(9)
+    enc = TabNetEncoder(
+        input_dim=4, group_index=[0, 1, 1, 2], n_d=2, n_a=3, n_steps=2, virtual_batch_size=4
+    ).double()
+    _randomise(enc)
+    x = torch.randn(8, 4, dtype=torch.float64, requires_grad=True)
+    plan = enc._plan(x)
+    assert plan is not None and len(plan.params) == len(list(enc.parameters()))
+    params = [p.detach().clone().requires_grad_() for p in plan.params]
+
+    def run(x: torch.Tensor, *ps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return EncoderStep.apply(x, plan, *ps)  # type: ignore[no-any-return]
+
+    assert torch.autograd.gradcheck(run, (x, *params))
+
+
+def test_one_node_encoder_frees_like_autograd_and_follows_changes() -> None:
+    """The one-node encoder keeps its activations as autograd does (a retained graph can be
+    differentiated again; otherwise a second backward is refused, and so is one after an
+    in-place change of a saved parameter); the cached plan follows a replaced parameter and a
+    change of dtype."""
+    from torch import nn
+
+    enc = TabNetEncoder(input_dim=5, group_index=list(range(5)), n_d=3, n_a=3, n_steps=2)
+    x = torch.randn(32, 5)
+    out = enc(x, with_masks=False)
+    loss = out.output.sum() + out.sparsity_loss
+    loss.backward(retain_graph=True)
+    first = [p.grad.clone() for p in enc.parameters() if p.grad is not None]
+    loss.backward()
+    second = [p.grad for p in enc.parameters() if p.grad is not None]
+    for a, b in zip(first, second, strict=True):
+        torch.testing.assert_close(b, 2 * a)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        loss.backward()
+    out = enc(x, with_masks=False)
+    with torch.no_grad():
+        enc.shared[0].weight.mul_(2.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.output.sum().backward()
+    attention = enc.attention[1]
+    assert isinstance(attention, AttentiveTransformer)
+    attention.fc.weight = nn.Parameter(torch.randn(5, 3))
+    enc(x, with_masks=False).output.sum().backward()
+    assert attention.fc.weight.grad is not None  # the new parameter, not the old one
+    enc.double()
+    out = enc(x.double(), with_masks=False)
+    assert out.output.dtype == torch.float64
+    out.output.sum().backward()
+    assert attention.fc.weight.grad is not None and attention.fc.weight.dtype == torch.float64
 
 
 def test_fused_mask_step_gradcheck() -> None:

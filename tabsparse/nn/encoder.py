@@ -8,6 +8,7 @@ merge columns. ``group_index[c]`` names the group of input channel ``c``; masks 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any, NamedTuple, cast
 
@@ -15,8 +16,33 @@ import torch
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from tabsparse.nn.fused import MaskStep, apply, stack_shape
+from tabsparse.nn.fused import EncoderPlan, EncoderStep, MaskStep, apply, encoder_plan, stack_shape
 from tabsparse.nn.transformers import AttentiveTransformer, FeatureTransformer, make_linears
+
+# Plans of the one-node training path (tabsparse.nn.fused.EncoderStep), one per encoder:
+# building one walks some sixty modules and parameters (0.3 ms, 2% of a training step of the
+# speed benchmark's TabNet), so it is kept while nothing it depends on changes. A parameter,
+# buffer or submodule assigned anywhere bumps _STRUCTURE (global registration hooks, where
+# this torch has them; without them nothing is cached); moving or converting the encoder
+# drops its plan (TabNetEncoder._apply); the batch's rows, dtype and device, autocast and
+# the settings the plan reads are part of the key.
+_PLANS: weakref.WeakKeyDictionary[nn.Module, tuple[tuple[Any, ...], EncoderPlan | None]]
+_PLANS = weakref.WeakKeyDictionary()
+_STRUCTURE = [0]
+
+
+def _structure_changed(*args: Any) -> None:
+    _STRUCTURE[0] += 1
+
+
+_HOOKS = [
+    getattr(nn.modules.module, f"register_module_{kind}_registration_hook", None)
+    for kind in ("parameter", "buffer", "module")
+]
+_CACHE_PLANS = all(hook is not None for hook in _HOOKS)
+if _CACHE_PLANS:
+    for _register in _HOOKS:
+        _register(_structure_changed)  # type: ignore[misc]
 
 
 class EncoderOutput(NamedTuple):
@@ -178,6 +204,12 @@ class TabNetEncoder(nn.Module):
         # training: each transformer returns its decision and attention features from one
         # autograd node (unless a transformer has hooks, which must see its whole output)
         split = self.training and not any(_has_hooks(t) for t in (self.initial, *self.steps))
+        if split and not (with_masks or keep_decisions):  # a training step: one node for all
+            plan = self._plan(x)
+            if plan is not None:
+                summed, sparsity_loss = apply(EncoderStep, x, plan, *plan.params)
+                empty = x.new_empty(0)
+                return EncoderOutput(summed, empty, sparsity_loss, empty)
         if split:
             att = self.initial.forward_split(x, self.n_d)[1]
         else:
@@ -243,6 +275,49 @@ class TabNetEncoder(nn.Module):
             decisions=stacked_decisions if keep_decisions else None,
         )
 
+    def _plan(self, x: torch.Tensor) -> EncoderPlan | None:
+        """The :class:`~tabsparse.nn.fused.EncoderPlan` that runs this encoder (in training
+        mode, transformers without hooks) on ``x`` as one node, or None where the per-step
+        nodes or the modules must run (hooks on an attentive transformer, or the
+        :func:`~tabsparse.nn.fused.stack_shape` conditions). Cached (see ``_PLANS``)."""
+        attention = cast("Sequence[AttentiveTransformer]", self.attention)
+        if any(_has_hooks(attentive) for attentive in attention):
+            return None
+        key = (
+            _STRUCTURE[0],
+            x.shape[0],
+            x.dtype,
+            x.device,
+            torch.is_autocast_enabled(x.device.type),
+            self.gamma,
+            self.epsilon,
+            tuple(attentive.mask_type for attentive in attention),
+        )
+        cached = _PLANS.get(self)
+        if cached is not None and cached[0] == key and _same_batching(cached[1]):
+            return cached[1]
+        plan = self._new_plan(x)
+        if _CACHE_PLANS:
+            _PLANS[self] = (key, plan)
+        return plan
+
+    def _apply(self, fn: Any, recurse: bool = True) -> TabNetEncoder:
+        _PLANS.pop(self, None)  # conversions may replace the parameters in place
+        return super()._apply(fn, recurse)  # type: ignore[no-any-return]
+
+    def _new_plan(self, x: torch.Tensor) -> EncoderPlan | None:
+        attention = cast("Sequence[AttentiveTransformer]", self.attention)
+        steps = cast("Sequence[FeatureTransformer]", self.steps)
+        return encoder_plan(
+            x,
+            [t.glu_layers() for t in (self.initial, *steps)],
+            [(a.fc, a.bn, a.mask_type == "entmax") for a in attention],
+            n_d=self.n_d,
+            gamma=self.gamma,
+            epsilon=self.epsilon,
+            group_index=None if getattr(self, "identity_groups", False) else self.group_index,
+        )
+
     def _fused_shape(self, att: torch.Tensor) -> tuple[int, int] | None:
         """The virtual batches ``(size, k)`` of :class:`~tabsparse.nn.fused.MaskStep` when each
         step's attention runs as that one node (training mode; the cases of
@@ -255,6 +330,13 @@ class TabNetEncoder(nn.Module):
         if any(_has_hooks(attentive) for attentive in attention):
             return None
         return stack_shape(att, [(attentive.fc, attentive.bn) for attentive in attention])
+
+
+def _same_batching(plan: EncoderPlan | None) -> bool:
+    """Whether the batch norms of a cached plan still split batches as when it was made."""
+    return plan is None or all(
+        bn.virtual_batch_size == plan.virtual_batch_size for bn in plan.batch_norms
+    )
 
 
 def _has_hooks(module: nn.Module) -> bool:

@@ -168,21 +168,26 @@ class FeatureTransformer(nn.Module):
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None:
         """Training-mode forward as one autograd node (:class:`~tabsparse.nn.fused.GLUStack`),
         or None where that path does not apply."""
-        layers: list[GLULayer] = []
-        residual: list[bool] = []
+        layers = self.glu_layers()
+        shape = stack_shape(x, [(fc, bn) for fc, bn, _ in layers])
+        if shape is None:
+            return None
+        params = [p for fc, bn, _ in layers for p in (fc.weight, bn.weight, bn.bias)]
+        residual = tuple(res for _, _, res in layers)
+        out: torch.Tensor | tuple[torch.Tensor, torch.Tensor]
+        out = apply(GLUStack, x, residual, [bn for _, bn, _ in layers], *shape, split, *params)
+        return out
+
+    def glu_layers(self) -> list[tuple[nn.Linear, GhostBatchNorm, bool]]:
+        """``(linear, batch norm, residual)`` of each GLU layer in order, shared ones first;
+        ``residual`` says whether the layer adds its input (all but the very first)."""
+        layers = []
         for block in (self.shared, self.independent):
             if block is not None:
                 for i, layer in enumerate(block.layers):
-                    layers.append(layer)  # type: ignore[arg-type]
-                    residual.append(not (i == 0 and block.first))
-        shape = stack_shape(x, [(layer.fc, layer.bn) for layer in layers])
-        if shape is None:
-            return None
-        params = [p for layer in layers for p in (layer.fc.weight, layer.bn.weight, layer.bn.bias)]
-        bns = [layer.bn for layer in layers]
-        out: torch.Tensor | tuple[torch.Tensor, torch.Tensor]
-        out = apply(GLUStack, x, tuple(residual), bns, *shape, split, *params)
-        return out
+                    assert isinstance(layer, GLULayer)
+                    layers.append((layer.fc, layer.bn, not (i == 0 and block.first)))
+        return layers
 
 
 class AttentiveTransformer(nn.Module):
