@@ -634,3 +634,26 @@ def test_narrow_search_drops_converged_rows_and_stays_exact(
     y = sparsemax(x)
     assert calls[0] >= 11  # the adversarial rows needed about one pass per score
     np.testing.assert_allclose(y.numpy(), np_sparsemax(x.numpy()), atol=1e-12)
+
+
+def test_narrow_search_is_exact_from_above_and_below_its_start() -> None:
+    """The narrow search starts from a guess, ``max - 0.7``: rows whose threshold lies above it
+    (two or three tied maxima), below it (a diffuse row, a lone maximum with scores just under
+    the guess) and exactly on it all get the exact sparsemax."""
+    from tabsparse.sparsemax import _NARROW_START
+
+    g = torch.Generator().manual_seed(11)
+    w = 40
+    rows = torch.randn(3000, w, generator=g, dtype=torch.float64) * 0.5
+    rows[0::6, :2] = 5.0  # two tied maxima: threshold max - 1/2
+    rows[1::6, :3] = 5.0  # three: max - 1/3
+    rows[2::6] = torch.linspace(0, -0.05, w, dtype=torch.float64)  # diffuse: far below
+    rows[3::6, 0], rows[3::6, 1:] = 0.0, -_NARROW_START - 1e-9  # all in the support
+    rows[4::6, 0], rows[4::6, 1] = 0.0, -2 * (1 - _NARROW_START)  # threshold exactly the start
+    rows[4::6, 2:] = -3.0
+    y = sparsemax(rows)
+    np.testing.assert_allclose(y.numpy(), np_sparsemax(rows.numpy()), atol=1e-12)
+    torch.testing.assert_close(y[0::6, :2], torch.full((500, 2), 0.5, dtype=torch.float64))
+    # the lone maximum and its 39 neighbours just under the guess share the mass
+    torch.testing.assert_close(y[3::6].sum(1), torch.ones(500, dtype=torch.float64))
+    assert bool((y[3::6] > 0).all())
