@@ -214,6 +214,34 @@ def summarise(records: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
     return rows, verdict
 
 
+def history(path: Path, device: str, last: int = 6) -> list[str]:
+    """One line per stored run on ``device`` (the latest ``last``): its date and the fit ratio
+    (median pytorch-tabnet fit time over median tabsparse fit time) per thread count."""
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for line in path.read_text().splitlines() if path.exists() else []:
+        record = json.loads(line)
+        if record.get("device", "cpu") == device and "date" in record:
+            runs.setdefault(record["date"], []).append(record)
+    lines = []
+    for date, records in list(runs.items())[-last:]:
+        ratios = []
+        for threads in sorted({r["threads"] for r in records}):
+            fit = {
+                lib: [
+                    r["fit_s"] for r in records if r["library"] == lib and r["threads"] == threads
+                ]
+                for lib in LIBRARIES
+            }
+            if all(fit.values()):
+                ratio = statistics.median(fit["pytorch-tabnet"]) / statistics.median(
+                    fit["tabsparse"]
+                )
+                ratios.append(f"{ratio:.2f}x ({threads} thread{'s' if threads > 1 else ''})")
+        if ratios:
+            lines.append(f"- {date}: " + ", ".join(ratios))
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
@@ -282,10 +310,10 @@ def main() -> None:
             *verdict,
             "",
             "Whole runs differ by up to about 10% in the fit ratio on this shared machine, "
-            "whose speed drifts between minutes (every run's rows are in "
-            "`results/speed.jsonl`): on 2026-12-01 three full runs within an hour gave "
-            "3.32x / 2.95x (1 / 2 threads; before a 2% sparsemax speed-up), 3.11x / 3.05x "
-            "(not written) and 2.97x / 2.98x (this table).",
+            "whose speed drifts between minutes. The fit ratios of the latest stored runs "
+            "(every run's rows are in `results/speed.jsonl`; each ran the code of its day):",
+            "",
+            *history(RESULTS, args.device),
             "",
             "With `--threads 2` on a machine whose cores other processes also use, every "
             "operation PyTorch splits across threads waits for both: before tabsparse's thread "
