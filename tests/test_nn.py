@@ -573,26 +573,36 @@ def _network_pair(
     return net, ref
 
 
+_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available")
+
+
 @pytest.mark.parametrize(
-    ("n_shared", "n_independent", "n_steps", "mask_type"),
-    [(2, 2, 3, "sparsemax"), (0, 2, 1, "sparsemax"), (2, 0, 2, "entmax"), (1, 1, 4, "entmax")],
+    ("n_shared", "n_independent", "n_steps", "mask_type", "device"),
+    [
+        (2, 2, 3, "sparsemax", "cpu"),
+        (0, 2, 1, "sparsemax", "cpu"),
+        (2, 0, 2, "entmax", "cpu"),
+        (1, 1, 4, "entmax", "cpu"),
+        pytest.param(2, 2, 3, "sparsemax", "cuda", marks=_CUDA),
+        pytest.param(1, 1, 2, "entmax", "cuda", marks=_CUDA),
+    ],
 )
 def test_one_node_encoder_equals_the_per_step_nodes(
-    n_shared: int, n_independent: int, n_steps: int, mask_type: str
+    n_shared: int, n_independent: int, n_steps: int, mask_type: str, device: str
 ) -> None:
     """A training step (nothing reads the masks) runs the whole encoder as one autograd node:
     the logits, the sparsity loss, the gradients of every parameter (embeddings and the
     shared layers included) and the running statistics equal those of the per-step nodes, over
-    two steps with an optimiser between them."""
+    two steps with an optimiser between them (on the CPU and, where there is one, a GPU)."""
     from tabsparse.nn import fused
 
-    net, ref = _network_pair(n_shared, n_independent, n_steps, mask_type)
+    net, ref = (m.to(device) for m in _network_pair(n_shared, n_independent, n_steps, mask_type))
     calls = []
     original = fused.EncoderStep.forward
     g = torch.Generator().manual_seed(8)
-    numeric = torch.randn(64, 3, generator=g, dtype=torch.float64)
-    codes = torch.randint(0, 5, (64, 2), generator=g) % torch.tensor([5, 4])
-    target = torch.randint(0, 3, (64,), generator=g)
+    numeric = torch.randn(64, 3, generator=g, dtype=torch.float64).to(device)
+    codes = (torch.randint(0, 5, (64, 2), generator=g) % torch.tensor([5, 4])).to(device)
+    target = torch.randint(0, 3, (64,), generator=g).to(device)
     opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (net, ref)]
     for _ in range(2):
         outs = []
