@@ -188,18 +188,10 @@ class GLUStack(torch.autograd.Function):
     gradient buffer.
     """
 
+    # the work is in module-level functions, which EncoderStep runs inside its own node
     @staticmethod
-    def forward(  # type: ignore[override]
-        ctx: Any,
-        x: torch.Tensor,
-        residual: tuple[bool, ...],
-        bns: list[GhostBatchNorm],
-        size: int,
-        k: int,
-        split: int | None,
-        *params: torch.Tensor,
-    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        return glu_stack_forward(ctx, x, residual, bns, size, k, split, *params)
+    def forward(ctx: Any, *args: Any) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        return glu_stack_forward(ctx, *args)
 
     @staticmethod
     @once_differentiable
@@ -358,39 +350,17 @@ class MaskStep(torch.autograd.Function):
     bookkeeping goes.
     """
 
+    # the work is in module-level functions, which EncoderStep runs inside its own node
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx: Any,
-        att: torch.Tensor,
-        prior: torch.Tensor | None,
-        x: torch.Tensor,
-        bn: GhostBatchNorm,
-        size: int,
-        k: int,
-        gamma: float,
-        entmax: bool,
-        group_index: torch.Tensor | None,
-        eps: float,
-        rows: int,
-        weight: torch.Tensor,
-        bn_weight: torch.Tensor,
-        bn_bias: torch.Tensor,
+        ctx: Any, *args: Any
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        return mask_step_forward(
-            ctx, att, prior, x, bn, size, k, gamma, entmax, group_index, eps, rows,
-            weight, bn_weight, bn_bias,
-        )  # fmt: skip
+        return mask_step_forward(ctx, *args)
 
     @staticmethod
     @once_differentiable
-    def backward(  # type: ignore[override]
-        ctx: Any,
-        grad_mask: torch.Tensor | None,
-        grad_prior: torch.Tensor | None,
-        grad_x: torch.Tensor | None,
-        grad_entropy: torch.Tensor | None,
-    ) -> tuple[torch.Tensor | None, ...]:
-        return mask_step_backward(ctx, grad_mask, grad_prior, grad_x, grad_entropy)
+    def backward(ctx: Any, *grad_outputs: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
+        return mask_step_backward(ctx, *grad_outputs)
 
 
 def mask_step_forward(
