@@ -6,8 +6,8 @@ feature transformer chains four of them and a TabNet of three steps runs four tr
 batch. Recorded by autograd op by op, that is some thirty graph nodes per transformer, and at
 tabular sizes (a 1024 x 32 activation) each node's bookkeeping costs as much as its arithmetic.
 :class:`GLUStack` runs the same operations without recording them and differentiates the whole
-stack by hand: per layer the backward is PyTorch's own ``glu_backward`` and
-``native_batch_norm_backward`` kernels and two matrix products. The result equals the layer-by-
+stack by hand: per layer the backward is a GLU's (:mod:`tabsparse.nn.glu`), PyTorch's own
+``native_batch_norm_backward`` kernel and two matrix products. The result equals the layer-by-
 layer graph to rounding (``tests/test_nn.py`` checks values and gradients in float64).
 
 :class:`MaskStep` does the same for each decision step's attention: the attentive layer, the
@@ -37,11 +37,11 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 
 from tabsparse.nn.ghost_bn import GhostBatchNorm, virtual_batches
+from tabsparse.nn.glu import glu, glu_backward
 from tabsparse.sparsemax import _entmax15_vjp, _sparsemax_vjp
 from tabsparse.sparsemax import _forward as _mask_forward
 
 SQRT_HALF = math.sqrt(0.5)
-_glu_backward = torch.ops.aten.glu_backward
 _bn_backward = torch.ops.aten.native_batch_norm_backward
 
 
@@ -217,7 +217,7 @@ def glu_stack_forward(
     affine = _repeat_affine(params, scale, k)
     for j, bn in enumerate(bns):
         y, *bn_saved = _linear_bn_k(h_in, params[3 * j], affine[j], affine[m + j], bn, size, k)
-        g = torch._C._nn.glu(y, -1)  # already scaled by sqrt(0.5) in a residual layer
+        g = glu(y)  # already scaled by sqrt(0.5) in a residual layer
         out = torch.add(g, h_in, alpha=SQRT_HALF) if residual[j] else g
         saved += [h_in, y, *bn_saved]
         h_in = out
@@ -253,7 +253,7 @@ def glu_stack_backward(
         h_in, y, *bn_saved = saved[6 * j : 6 * j + 6]
         weight = weights[j]
         assert d is not None
-        dy = _glu_backward(d, y, -1)
+        dy = glu_backward(d, y)
         dh, affine[j], affine[m + j] = _linear_bn_backward_k(dy, tuple(bn_saved), ctx.eps[j])
         grads[3 * j] = torch.mm(h_in.t(), dh).t()  # the faster layout of the product
         if j == 0 and not ctx.needs_input_grad[0]:

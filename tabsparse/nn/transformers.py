@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from typing import cast
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from tabsparse.nn.fused import GLUStack, LinearGhostBN, apply, stack_shape
 from tabsparse.nn.ghost_bn import GhostBatchNorm
+from tabsparse.nn.glu import glu
 from tabsparse.sparsemax import entmax15, sparsemax
 
 SQRT_HALF = math.sqrt(0.5)
@@ -55,7 +55,7 @@ class GLULayer(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.glu(linear_bn(self.fc, self.bn, x), dim=-1)
+        return glu(linear_bn(self.fc, self.bn, x))
 
 
 class GLUBlock(nn.Module):
