@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from conftest import load_dataset
 from sklearn.base import clone
 from sklearn.metrics import (
@@ -448,3 +449,21 @@ def test_bce_passes_sklearn_multilabel_checks(check: str) -> None:
 
     clf = TabNetClassifier(multilabel_loss="bce", max_epochs=20, random_state=0, device="cpu")
     getattr(estimator_checks, check)("TabNetClassifier", clf)
+
+
+@pytest.mark.parametrize("n_classes", [1, 2, 7, 8, 9, 30])
+def test_softmax_equals_torchs(n_classes: int) -> None:
+    """The whole-tensor softmax for a few classes gives PyTorch's values, also for a strided
+    slice (multitask), extreme logits and NaN rows."""
+    from tabsparse.estimators._multioutput import softmax
+
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(500, n_classes + 3, generator=g) * 20
+    z[0] = 1e4  # large equal logits
+    z[1, 0] = -1e4
+    z[2, :] = float("nan")
+    part = z[:, 1 : n_classes + 1]
+    out = softmax(part)
+    torch.testing.assert_close(out, torch.softmax(part, dim=1), equal_nan=True)
+    assert torch.isnan(out[2]).all()
+    torch.testing.assert_close(out[3:].sum(dim=1), torch.ones(497))

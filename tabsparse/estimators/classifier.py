@@ -435,7 +435,7 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
             return mo.multilabel_outputs(self._target_kind, logits, self.n_outputs_, count)
         if self._target_kind == mo.MULTITASK:
             return mo.multitask_outputs(logits, self.classes_)
-        proba = torch.softmax(logits.float(), dim=1).cpu().numpy().astype(np.float64)
+        proba = mo.softmax(logits.float()).cpu().numpy().astype(np.float64)
         proba /= proba.sum(axis=1, keepdims=True)
         return {"predict_proba": proba, "predict": self.classes_[proba.argmax(axis=1)]}
 
