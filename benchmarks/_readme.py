@@ -21,14 +21,23 @@ def write_section(path: Path, section: str, body: str) -> None:
 
 
 def cpu_model() -> str:
-    """CPU model name from /proc/cpuinfo (or the platform string)."""
+    """CPU model name from /proc/cpuinfo (or the platform string), with the instruction set
+    PyTorch's CPU kernels use (results differ in rounding between AVX2 and AVX-512 kernels,
+    and short rows run at different speeds)."""
+    name = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
+                name = line.split(":", 1)[1].strip()
+                break
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    try:
+        import torch
+
+        return f"{name} ({torch.backends.cpu.get_cpu_capability()} kernels)"
+    except ImportError:
+        return name
 
 
 def load_average() -> float | None:
