@@ -7,7 +7,14 @@ import torch
 import torch.nn.functional as F
 
 from tabsparse.nn import glu as glu_module
-from tabsparse.nn.glu import _glu_backward_split, _glu_split, glu, glu_backward, split_pays
+from tabsparse.nn.glu import (
+    _glu_backward_split,
+    _glu_split,
+    glu,
+    glu_backward,
+    glu_with_gate,
+    split_pays,
+)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -18,18 +25,22 @@ def test_split_glu_and_backward_equal_pytorch(dtype: torch.dtype, width: int) ->
     y[0, width:] = torch.tensor([-200.0, 200.0] * (width // 2), dtype=dtype)  # saturated gates
     grad = torch.randn(300, width, dtype=dtype)
     tol = {"rtol": 1e-6, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 1e-13, "atol": 1e-13}
-    torch.testing.assert_close(_glu_split(y), F.glu(y, dim=-1), **tol)
-    torch.testing.assert_close(
-        _glu_backward_split(grad, y), torch.ops.aten.glu_backward(grad, y, -1), **tol
-    )
+    out, gate = _glu_split(y)
+    torch.testing.assert_close(out, F.glu(y, dim=-1), **tol)
+    torch.testing.assert_close(gate, torch.sigmoid(y[:, width:]), **tol)
+    expected = torch.ops.aten.glu_backward(grad, y, -1)
+    torch.testing.assert_close(_glu_backward_split(grad, y), expected, **tol)
+    gate0 = gate.clone()
+    torch.testing.assert_close(glu_backward(grad, y, gate), expected, **tol)  # the saved gate
+    assert torch.equal(gate, gate0)  # not modified (autograd may use it again)
 
 
 def test_split_glu_gradient_matches_gradcheck() -> None:
     torch.manual_seed(1)
     y = torch.randn(40, 12, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(_glu_split, (y,))
+    assert torch.autograd.gradcheck(lambda t: _glu_split(t)[0], (y,))
     grad = torch.randn(40, 6, dtype=torch.float64)
-    (auto,) = torch.autograd.grad(_glu_split(y), y, grad)
+    (auto,) = torch.autograd.grad(_glu_split(y)[0], y, grad)
     torch.testing.assert_close(_glu_backward_split(grad, y.detach()), auto)
 
 
@@ -71,6 +82,9 @@ def test_split_path_rule(
     # either way the public functions give PyTorch's values
     grad = torch.randn(rows, width, dtype=dtype)
     torch.testing.assert_close(glu(y), F.glu(y, dim=-1))
+    out, gate = glu_with_gate(y)
+    torch.testing.assert_close(out, F.glu(y, dim=-1))
+    assert (gate is not None) is expected
     torch.testing.assert_close(glu_backward(grad, y), torch.ops.aten.glu_backward(grad, y, -1))
 
 

@@ -37,7 +37,7 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 
 from tabsparse.nn.ghost_bn import GhostBatchNorm, virtual_batches
-from tabsparse.nn.glu import glu, glu_backward
+from tabsparse.nn.glu import glu_backward, glu_with_gate
 from tabsparse.sparsemax import _entmax15_vjp, _sparsemax_vjp
 from tabsparse.sparsemax import _forward as _mask_forward
 
@@ -211,24 +211,26 @@ def glu_stack_forward(
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """:meth:`GLUStack.forward` on any autograd context (or a :class:`Context`)."""
     saved: list[torch.Tensor] = []
+    gates: list[torch.Tensor] = []  # the split GLU's sigmoids (tabsparse.nn.glu), else empty
     h_in = x
     m = len(bns)
     scale = _residual_scale(residual, params[1].shape[0], x.dtype, x.device)
     affine = _repeat_affine(params, scale, k)
     for j, bn in enumerate(bns):
         y, *bn_saved = _linear_bn_k(h_in, params[3 * j], affine[j], affine[m + j], bn, size, k)
-        g = glu(y)  # already scaled by sqrt(0.5) in a residual layer
+        g, gate = glu_with_gate(y)  # already scaled by sqrt(0.5) in a residual layer
         out = torch.add(g, h_in, alpha=SQRT_HALF) if residual[j] else g
         saved += [h_in, y, *bn_saved]
+        gates.append(y.new_empty(0) if gate is None else gate)
         h_in = out
     ctx.residual, ctx.eps, ctx.k, ctx.scale = residual, [bn.eps for bn in bns], k, scale
     ctx.split, ctx.width = split, h_in.shape[1]
     ctx.set_materialize_grads(False)
     if split is None:
-        ctx.save_for_backward(*saved, *params[::3])
+        ctx.save_for_backward(*saved, *params[::3], *gates)
         return h_in
     decision = torch.relu(h_in[:, :split])
-    ctx.save_for_backward(*saved, *params[::3], decision)
+    ctx.save_for_backward(*saved, *params[::3], *gates, decision)
     return decision, h_in[:, split:]
 
 
@@ -239,7 +241,7 @@ def glu_stack_backward(
     :func:`glu_stack_forward`."""
     tensors = ctx.saved_tensors
     m = len(ctx.residual)
-    saved, weights = tensors[: 6 * m], tensors[6 * m : 7 * m]
+    saved, weights, gates = tensors[: 6 * m], tensors[6 * m : 7 * m], tensors[7 * m : 8 * m]
     if ctx.split is None:
         grad_out = grad_outputs[0]
     else:  # the decision is saved last
@@ -253,7 +255,7 @@ def glu_stack_backward(
         h_in, y, *bn_saved = saved[6 * j : 6 * j + 6]
         weight = weights[j]
         assert d is not None
-        dy = glu_backward(d, y)
+        dy = glu_backward(d, y, gates[j] if gates[j].numel() else None)
         dh, affine[j], affine[m + j] = _linear_bn_backward_k(dy, tuple(bn_saved), ctx.eps[j])
         grads[3 * j] = torch.mm(h_in.t(), dh).t()  # the faster layout of the product
         if j == 0 and not ctx.needs_input_grad[0]:

@@ -24,7 +24,7 @@ import functools
 import torch
 import torch.nn.functional as F
 
-__all__ = ["glu", "glu_backward"]
+__all__ = ["glu", "glu_backward", "glu_with_gate"]
 
 #: Below this many gated values (rows x half width) PyTorch's kernels are used as they are.
 _MIN_VALUES = 8192
@@ -55,29 +55,42 @@ def glu(y: torch.Tensor) -> torch.Tensor:
     """``F.glu(y, dim=-1)``: ``y[:, :c] * sigmoid(y[:, c:])`` for ``y`` of shape ``(n, 2c)``.
 
     Differentiable either way (the split path through ``mul`` and ``sigmoid``)."""
-    return _glu_split(y) if split_pays(y) else F.glu(y, dim=-1)
+    return _glu_split(y)[0] if split_pays(y) else F.glu(y, dim=-1)
 
 
-def glu_backward(grad: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def glu_with_gate(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`glu` and, where the split path ran, the gate ``sigmoid(y[:, c:])`` ``(n, c)``
+    it computed (else None), for a hand-written backward to pass to :func:`glu_backward`
+    instead of computing it again."""
+    return _glu_split(y) if split_pays(y) else (F.glu(y, dim=-1), None)
+
+
+def glu_backward(
+    grad: torch.Tensor, y: torch.Tensor, gate: torch.Tensor | None = None
+) -> torch.Tensor:
     """The gradient with respect to ``y`` ``(n, 2c)`` of ``glu(y)`` given its output's ``grad``
     ``(n, c)``: ``[grad * s | grad * s * (1 - s) * a]`` with ``a = y[:, :c]``,
-    ``s = sigmoid(y[:, c:])``."""
-    if split_pays(y):
-        return _glu_backward_split(grad, y)
+    ``s = sigmoid(y[:, c:])`` (``gate``, when :func:`glu_with_gate` returned it; it is not
+    modified)."""
+    if gate is not None or split_pays(y):
+        return _glu_backward_split(grad, y, gate)
     return torch.ops.aten.glu_backward(grad, y, -1)
 
 
-def _glu_split(y: torch.Tensor) -> torch.Tensor:
-    c = y.shape[1] // 2
-    return torch.mul(y[:, :c], torch.sigmoid(y[:, c:].contiguous()))
-
-
-def _glu_backward_split(grad: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def _glu_split(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     c = y.shape[1] // 2
     s = torch.sigmoid(y[:, c:].contiguous())
+    return torch.mul(y[:, :c], s), s
+
+
+def _glu_backward_split(
+    grad: torch.Tensor, y: torch.Tensor, gate: torch.Tensor | None = None
+) -> torch.Tensor:
+    c = y.shape[1] // 2
+    s = torch.sigmoid(y[:, c:].contiguous()) if gate is None else gate
     out = torch.empty_like(y)
     da, db = out[:, :c], out[:, c:]
     torch.mul(grad, s, out=da)
     torch.mul(da, y[:, :c], out=db)
-    db.mul_(s.neg_().add_(1.0))
+    db.mul_(torch.rsub(s, 1.0))
     return out
