@@ -211,7 +211,7 @@ def glu_stack_forward(
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """:meth:`GLUStack.forward` on any autograd context (or a :class:`Context`)."""
     saved: list[torch.Tensor] = []
-    gates: list[torch.Tensor] = []  # the split GLU's sigmoids (tabsparse.nn.glu), else empty
+    gates: list[torch.Tensor | None] = []  # the split GLU's sigmoids (tabsparse.nn.glu)
     h_in = x
     m = len(bns)
     scale = _residual_scale(residual, params[1].shape[0], x.dtype, x.device)
@@ -221,7 +221,7 @@ def glu_stack_forward(
         g, gate = glu_with_gate(y)  # already scaled by sqrt(0.5) in a residual layer
         out = torch.add(g, h_in, alpha=SQRT_HALF) if residual[j] else g
         saved += [h_in, y, *bn_saved]
-        gates.append(y.new_empty(0) if gate is None else gate)
+        gates.append(gate)
         h_in = out
     ctx.residual, ctx.eps, ctx.k, ctx.scale = residual, [bn.eps for bn in bns], k, scale
     ctx.split, ctx.width = split, h_in.shape[1]
@@ -255,7 +255,7 @@ def glu_stack_backward(
         h_in, y, *bn_saved = saved[6 * j : 6 * j + 6]
         weight = weights[j]
         assert d is not None
-        dy = glu_backward(d, y, gates[j] if gates[j].numel() else None)
+        dy = glu_backward(d, y, gates[j])
         dh, affine[j], affine[m + j] = _linear_bn_backward_k(dy, tuple(bn_saved), ctx.eps[j])
         grads[3 * j] = torch.mm(h_in.t(), dh).t()  # the faster layout of the product
         if j == 0 and not ctx.needs_input_grad[0]:

@@ -12,8 +12,10 @@ vectorised pass); the products, cheap even element by element, read the strided 
 
 Where the halves span at least two registers (float32 with 32 or more channels on AVX-512, 16
 or more on AVX2, and on CUDA) and for small inputs (under 8,192 gated values, where the extra
-operations cost more than they save), and in exported or compiled programs, ``glu`` and
-``glu_backward`` are PyTorch's own. Both ways give the same values to rounding
+operations cost more than they save), and in exported or compiled programs, ``glu`` is
+PyTorch's own. :func:`glu_with_gate` returns the sigmoid it computed on the split path, and a
+hand-written backward passes it to :func:`glu_backward` (PyTorch's ``glu_backward`` without
+one), so the path is chosen once, in the forward. Both ways give the same values to rounding
 (``tests/test_glu.py``).
 """
 
@@ -39,7 +41,7 @@ def _register_bytes() -> int:
 
 
 def split_pays(y: torch.Tensor) -> bool:
-    """Whether :func:`glu` / :func:`glu_backward` take the split path for ``y`` (2-d); never
+    """Whether :func:`glu` / :func:`glu_with_gate` take the split path for ``y`` (2-d); never
     while ``torch.export`` or ``torch.compile`` traces (the batch size is symbolic there)."""
     if torch.compiler.is_compiling():
         return False
@@ -69,12 +71,12 @@ def glu_backward(
     grad: torch.Tensor, y: torch.Tensor, gate: torch.Tensor | None = None
 ) -> torch.Tensor:
     """The gradient with respect to ``y`` ``(n, 2c)`` of ``glu(y)`` given its output's ``grad``
-    ``(n, c)``: ``[grad * s | grad * s * (1 - s) * a]`` with ``a = y[:, :c]``,
-    ``s = sigmoid(y[:, c:])`` (``gate``, when :func:`glu_with_gate` returned it; it is not
-    modified)."""
-    if gate is not None or split_pays(y):
-        return _glu_backward_split(grad, y, gate)
-    return torch.ops.aten.glu_backward(grad, y, -1)
+    ``(n, c)``: ``[grad * s | grad * s * (1 - s) * a]`` with ``a = y[:, :c]`` and
+    ``s = sigmoid(y[:, c:])``, the ``gate`` that :func:`glu_with_gate` returned where it took
+    the split path (it is not modified); PyTorch's ``glu_backward`` without one."""
+    if gate is None:
+        return torch.ops.aten.glu_backward(grad, y, -1)
+    return _glu_backward_split(grad, y, gate)
 
 
 def _glu_split(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -83,14 +85,11 @@ def _glu_split(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.mul(y[:, :c], s), s
 
 
-def _glu_backward_split(
-    grad: torch.Tensor, y: torch.Tensor, gate: torch.Tensor | None = None
-) -> torch.Tensor:
+def _glu_backward_split(grad: torch.Tensor, y: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
     c = y.shape[1] // 2
-    s = torch.sigmoid(y[:, c:].contiguous()) if gate is None else gate
     out = torch.empty_like(y)
     da, db = out[:, :c], out[:, c:]
-    torch.mul(grad, s, out=da)
+    torch.mul(grad, gate, out=da)
     torch.mul(da, y[:, :c], out=db)
-    db.mul_(torch.rsub(s, 1.0))
+    db.mul_(torch.rsub(gate, 1.0))
     return out
