@@ -7,8 +7,9 @@ its two halves as strided views, so each row is one half: 16 float32 channels (t
 TabNet with ``n_d + n_a = 16``) are half a chunk with AVX-512 (two 64-byte registers) and the
 whole ``glu`` runs scalar. Measured on a 2-core AMD EPYC with AVX-512, one thread, a 1024 x 32
 input: ``glu`` 52 us, ``glu_backward`` 52-56 us; computed as below, 17 us and 21 us with the
-forward's sigmoid (34-36 us computing it again; 10,000 rows: 489 against 120 us forward). The sigmoid runs on a contiguous copy of the gate half (one
-vectorised pass); the products, cheap even element by element, read the strided halves.
+forward's sigmoid (34-36 us computing it again; 10,000 rows: 489 against 120 us forward).
+The sigmoid runs on a contiguous copy of the gate half (one vectorised pass); the products,
+cheap even element by element, read the strided halves.
 
 Where the halves span at least two registers (float32 with 32 or more channels on AVX-512, 16
 or more on AVX2, and on CUDA) and for small inputs (under 8,192 gated values, where the extra
