@@ -54,6 +54,7 @@ from torch import nn
 
 from tabsparse.data import CODE_MISSING, CODE_OFFSET, CODE_UNSEEN
 from tabsparse.nn.transformers import AttentiveTransformer
+from tabsparse.sparsemax import entmax15_sorted, sparsemax_sorted
 
 if TYPE_CHECKING:
     from tabsparse.nn.network import TabNet
@@ -101,86 +102,6 @@ _NUMERIC_RULES = [
     "Infinite values and finite values beyond the float32 range (|x| > 3.4e38) are rejected "
     "by tabsparse (ValueError); reject them too (or send NaN if they mean missing).",
 ]
-
-
-# --------------------------------------------------------------------------------------------
-# Branch-free sparsemax / entmax-1.5
-# --------------------------------------------------------------------------------------------
-
-
-def sparsemax_sorted(x: torch.Tensor) -> torch.Tensor:
-    """Sparsemax along the last dimension by sorting: no data- or size-dependent branches.
-
-    Parameters
-    ----------
-    x : Tensor
-        Floating point scores ``(..., d)`` with finite entries.
-
-    Returns
-    -------
-    Tensor
-        ``[x - tau]_+`` with ``tau`` such that each row sums to one; same shape and dtype.
-
-    Notes
-    -----
-    With the row sorted in decreasing order ``z_(1) >= ... >= z_(d)``, the support is the
-    ``k*`` largest scores, where ``k*`` counts the ``k`` with ``1 + k z_(k) > z_(1) + ... +
-    z_(k)`` (these ``k`` form a prefix), and ``tau = (z_(1) + ... + z_(k*) - 1) / k*``. Tied
-    scores share one value of the condition, so ties are never split. Scores are shifted by the
-    row maximum first, which changes nothing mathematically and keeps the sums small.
-
-    Examples
-    --------
-    >>> sparsemax_sorted(torch.tensor([[1.0, 0.5, -1.0]]))
-    tensor([[0.7500, 0.2500, 0.0000]])
-    """
-    d = x.shape[-1]
-    z = x - x.amax(dim=-1, keepdim=True)
-    zs = torch.sort(z, dim=-1, descending=True).values
-    csum = zs.cumsum(dim=-1)
-    k = torch.arange(1, d + 1, dtype=z.dtype, device=z.device)
-    size = (1.0 + k * zs > csum).sum(dim=-1, keepdim=True)  # >= 1: the maximum always counts
-    tau = (csum.gather(-1, size - 1) - 1.0) / size.to(z.dtype)
-    return (z - tau).clamp(min=0.0)
-
-
-def entmax15_sorted(x: torch.Tensor) -> torch.Tensor:
-    """Entmax-1.5 along the last dimension by sorting: no data- or size-dependent branches.
-
-    Parameters
-    ----------
-    x : Tensor
-        Floating point scores ``(..., d)`` with finite entries.
-
-    Returns
-    -------
-    Tensor
-        ``[x / 2 - tau]_+ ** 2`` with ``tau`` such that each row sums to one.
-
-    Notes
-    -----
-    On the half scores ``u = (x - max x) / 2`` sorted in decreasing order, the candidate
-    threshold of support size ``k`` is the smaller root of ``sum_{i <= k} (u_(i) - t) ** 2 =
-    1``: ``t_k = m_k - sqrt(max(0, (1 - k (q_k - m_k ** 2)) / k))`` with ``m_k``, ``q_k`` the
-    means of the ``k`` largest ``u`` and of their squares. The support size is the number of
-    ``k`` with ``t_k <= u_(k)``, and ``tau`` is the candidate of that size.
-
-    Examples
-    --------
-    >>> entmax15_sorted(torch.tensor([[2.0, 0.5, -1.0]]))
-    tensor([[0.9496, 0.0504, 0.0000]])
-    """
-    d = x.shape[-1]
-    u = (x - x.amax(dim=-1, keepdim=True)) * 0.5
-    us = torch.sort(u, dim=-1, descending=True).values
-    k = torch.arange(1, d + 1, dtype=u.dtype, device=u.device)
-    mean = us.cumsum(dim=-1) / k
-    mean_sq = (us * us).cumsum(dim=-1) / k
-    delta = (1.0 - k * (mean_sq - mean * mean)) / k
-    tau_k = mean - delta.clamp(min=0.0).sqrt()
-    size = (tau_k <= us).sum(dim=-1, keepdim=True)  # >= 1: t_1 = u_(1) - 1
-    tau = tau_k.gather(-1, size - 1)
-    return (u - tau).clamp(min=0.0).square()
 
 
 _SORTED_MASK_FUNCTIONS = {"sparsemax": sparsemax_sorted, "entmax": entmax15_sorted}

@@ -138,7 +138,7 @@ class EstimatorSpec:
     attributes : tuple of str
         Fitted attributes of this class beyond the common ones (``n_features_in_``,
         ``feature_names_in_``, ``feature_importances_``, ``history_``, ``n_iter_``,
-        ``best_iteration_``), saved with their types and restored after checks.
+        ``best_iteration_``, ``compiled_``), saved with their types and restored after checks.
     check : callable
         ``check(estimator)`` validates those attributes once they are set on a fresh estimator
         (together with its ``encoder_``), raising ``ValueError`` or ``TypeError`` when they are
@@ -164,8 +164,10 @@ _COMMON_ATTRIBUTES = (
     "history_",
     "n_iter_",
     "best_iteration_",
+    "compiled_",
 )
-_OPTIONAL_ATTRIBUTES = frozenset({"feature_names_in_"})
+# files written before compile= existed have no compiled_
+_OPTIONAL_ATTRIBUTES = frozenset({"feature_names_in_", "compiled_"})
 
 
 def register_estimator(
@@ -237,6 +239,9 @@ def _check_common(est: Any) -> None:
         raise ValueError(f"n_iter_={est.n_iter_!r} must be an integer >= 0")
     if est.best_iteration_ is not None and not _is_int(est.best_iteration_):
         raise ValueError(f"best_iteration_={est.best_iteration_!r} must be an integer or None")
+    compiled = getattr(est, "compiled_", False)
+    if not isinstance(compiled, (bool, np.bool_)):
+        raise ValueError(f"compiled_={compiled!r} must be a bool")
 
 
 def _check_labels(classes: Any, what: str) -> None:

@@ -880,6 +880,97 @@ def _check(x: Tensor, dim: int) -> int:
 
 
 # --------------------------------------------------------------------------------------------
+# Branch-free (sort-based) forms: exported and compiled graphs
+# --------------------------------------------------------------------------------------------
+
+
+def sparsemax_sorted(x: Tensor) -> Tensor:
+    """Sparsemax along the last dimension by sorting: no data- or size-dependent branches.
+
+    Parameters
+    ----------
+    x : Tensor
+        Floating point scores ``(..., d)`` with finite entries.
+
+    Returns
+    -------
+    Tensor
+        ``[x - tau]_+`` with ``tau`` such that each row sums to one; same shape and dtype.
+
+    Notes
+    -----
+    With the row sorted in decreasing order ``z_(1) >= ... >= z_(d)``, the support is the
+    ``k*`` largest scores, where ``k*`` counts the ``k`` with ``1 + k z_(k) > z_(1) + ... +
+    z_(k)`` (these ``k`` form a prefix), and ``tau = (z_(1) + ... + z_(k*) - 1) / k*``. Tied
+    scores share one value of the condition, so ties are never split. Scores are shifted by the
+    row maximum first, which changes nothing mathematically and keeps the sums small.
+
+    Examples
+    --------
+    >>> sparsemax_sorted(torch.tensor([[1.0, 0.5, -1.0]]))
+    tensor([[0.7500, 0.2500, 0.0000]])
+    """
+    d = x.shape[-1]
+    z = x - x.amax(dim=-1, keepdim=True)
+    zs = torch.sort(z, dim=-1, descending=True).values
+    csum = zs.cumsum(dim=-1)
+    k = torch.arange(1, d + 1, dtype=z.dtype, device=z.device)
+    size = (1.0 + k * zs > csum).sum(dim=-1, keepdim=True)  # >= 1: the maximum always counts
+    tau = (csum.gather(-1, size - 1) - 1.0) / size.to(z.dtype)
+    return (z - tau).clamp(min=0.0)
+
+
+def entmax15_sorted(x: Tensor) -> Tensor:
+    """Entmax-1.5 along the last dimension by sorting: no data- or size-dependent branches.
+
+    Parameters
+    ----------
+    x : Tensor
+        Floating point scores ``(..., d)`` with finite entries.
+
+    Returns
+    -------
+    Tensor
+        ``[x / 2 - tau]_+ ** 2`` with ``tau`` such that each row sums to one.
+
+    Notes
+    -----
+    On the half scores ``u = (x - max x) / 2`` sorted in decreasing order, the candidate
+    threshold of support size ``k`` is the smaller root of ``sum_{i <= k} (u_(i) - t) ** 2 =
+    1``: ``t_k = m_k - sqrt(max(0, (1 - k (q_k - m_k ** 2)) / k))`` with ``m_k``, ``q_k`` the
+    means of the ``k`` largest ``u`` and of their squares. The support size is the number of
+    ``k`` with ``t_k <= u_(k)``, and ``tau`` is the candidate of that size.
+
+    Examples
+    --------
+    >>> entmax15_sorted(torch.tensor([[2.0, 0.5, -1.0]]))
+    tensor([[0.9496, 0.0504, 0.0000]])
+    """
+    d = x.shape[-1]
+    u = (x - x.amax(dim=-1, keepdim=True)) * 0.5
+    us = torch.sort(u, dim=-1, descending=True).values
+    k = torch.arange(1, d + 1, dtype=u.dtype, device=u.device)
+    mean = us.cumsum(dim=-1) / k
+    mean_sq = (us * us).cumsum(dim=-1) / k
+    delta = (1.0 - k * (mean_sq - mean * mean)) / k
+    tau_k = mean - delta.clamp(min=0.0).sqrt()
+    size = (tau_k <= us).sum(dim=-1, keepdim=True)  # >= 1: t_1 = u_(1) - 1
+    tau = tau_k.gather(-1, size - 1)
+    return (u - tau).clamp(min=0.0).square()
+
+
+def _traced(fn: Callable[[Tensor], Tensor], x: Tensor, dim: int) -> Tensor:
+    """``fn`` (a sort-based form) along ``dim`` in float32 or wider, back in the dtype of
+    ``x``: what :func:`sparsemax` and :func:`entmax15` run while ``torch.compile`` or
+    ``torch.export`` traces them. The library's own search decides on the host how many passes
+    a batch needs, which a traced graph cannot do; the sort-based form has no branches, and
+    autograd through its closed-form threshold gives the exact Jacobian (for sparsemax: each
+    score of the support moves the threshold by ``1 / |support|``)."""
+    work = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    return fn(x.movedim(dim, -1).to(work)).movedim(-1, dim).to(x.dtype)
+
+
+# --------------------------------------------------------------------------------------------
 # Public API
 # --------------------------------------------------------------------------------------------
 
@@ -912,6 +1003,8 @@ def sparsemax(x: Tensor, dim: int = -1) -> Tensor:
     tensor([0.7500, 0.2500, 0.0000])
     """
     d = _check(x, dim)
+    if torch.compiler.is_compiling():
+        return _traced(sparsemax_sorted, x, d)
     out: Tensor = _apply(_SparsemaxFunction, x, d)
     return out
 
@@ -941,6 +1034,8 @@ def entmax15(x: Tensor, dim: int = -1) -> Tensor:
     tensor([0.9496, 0.0504, 0.0000])
     """
     d = _check(x, dim)
+    if torch.compiler.is_compiling():
+        return _traced(entmax15_sorted, x, d)
     out: Tensor = _apply(_Entmax15Function, x, d)
     return out
 

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from tabsparse.averaging import ExponentialAverage
+from tabsparse.compiling import StepCompiler, state_index, state_name
 from tabsparse.distributed import (
     DistContext,
     all_reduce_sum,
@@ -139,6 +140,7 @@ class TrainConfig:
     checkpoint_meta: dict[str, Any] | None = None
     virtual_batch_size: int | None = None  # in-memory batches become multiples of the split
     ema_decay: float | None = None  # validate and keep an EMA of the weights (tabsparse.averaging)
+    compile: bool | str = False  # torch.compile the training step (tabsparse.compiling)
 
 
 CHECKPOINT_PREFIX = "tabsparse-training-checkpoint-"
@@ -531,6 +533,10 @@ class Trainer:
                 device_ids=[device.index] if device.type == "cuda" else None,
                 broadcast_buffers=False,
             )
+        step = StepCompiler(
+            self._forward_loss(model, device), cfg.compile, device, fullgraph=ctx is None
+        )
+        self._step = step
         for cb in self.callbacks:
             cb.on_fit_begin(self)
         net.train()
@@ -541,16 +547,12 @@ class Trainer:
                 for batch, global_rows in self._batches(train, ctx):
                     if self.transform_batch is not None:
                         batch = self.transform_batch(batch, self._generator)
-                    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.amp):
-                        out = model(batch.numeric, batch.codes, with_masks=False)
-                        per_row = self.loss_fn(out.logits.float(), batch.target)  # type: ignore[arg-type]
-                    if batch.weight is not None:
-                        per_row = per_row * batch.weight
+                    summed, sparsity = step(batch.numeric, batch.codes, batch.target, batch.weight)
                     # scaled so that the mean over ranks (DDP averages gradients) is the loss of
                     # the whole global batch; for one process the factor is 1
                     share = world / global_rows
-                    loss = per_row.sum() * (share / mean_weight)
-                    sparsity = out.sparsity_loss.float() * (len(batch) * share)
+                    loss = summed * (share / mean_weight)
+                    sparsity = sparsity * (len(batch) * share)
                     loss = loss + cfg.lambda_sparse * sparsity
                     opt.zero_grad()
                     loss.backward()  # type: ignore[no-untyped-call]
@@ -563,6 +565,9 @@ class Trainer:
                         ema.update()
                     total += loss.detach() * (global_rows / world)
                 train_loss = float(all_reduce_sum(total, ctx)) / len(train)
+                self._compile_epoch_end(
+                    step, time.perf_counter() - tic, self._run_start + cfg.max_epochs - epoch - 1
+                )
                 flush_statistics(net)  # before buffers are read directly
                 average_buffers(net, ctx)
                 record: dict[str, float] = {
@@ -636,6 +641,42 @@ class Trainer:
             for cb in self.callbacks:  # also after an error, so callbacks can clean up
                 cb.on_fit_end(self)
         return self
+
+    def _forward_loss(
+        self, model: nn.Module, device: torch.device
+    ) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+        """The part of a training step that ``compile`` compiles: the forward pass, the loss
+        summed over the batch's rows (weighted) and the sparsity loss."""
+        loss_fn, amp = self.loss_fn, self.config.amp
+
+        def forward_loss(
+            numeric: torch.Tensor, codes: torch.Tensor, target: Any, weight: torch.Tensor | None
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+                out = model(numeric, codes, with_masks=False)
+                per_row = loss_fn(out.logits.float(), target)
+            if weight is not None:
+                per_row = per_row * weight
+            return per_row.sum(), out.sparsity_loss.float()
+
+        return forward_loss
+
+    def _compile_epoch_end(self, step: StepCompiler, seconds: float, epochs_left: int) -> None:
+        """Let ``compile="auto"`` measure the epoch (every rank then follows rank 0)."""
+        if step.setting != "auto" or step.state in ("eager", "compiled"):
+            return
+        state = step.epoch_end(seconds, epochs_left)
+        if self.dist is not None:
+            device = next(self.network.parameters()).device
+            step.set_state(state_name(broadcast_int(state_index(state), self.dist, device)))
+        if step.decision is not None and step.state in ("eager", "compiled"):
+            logger.info('compile="auto" chose %s', step.decision)
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the last fit's final epochs ran the compiled training step."""
+        step = getattr(self, "_step", None)
+        return step is not None and step.uses_compiled
 
     def _batches(
         self, train: TensorData | BatchSource, ctx: DistContext | None

@@ -42,7 +42,7 @@ def core_data(n: int, seed: int) -> TensorData:
     return TensorData(x, torch.zeros(n, 0, dtype=torch.int64), y)
 
 
-def core_trainer(dist: object) -> Trainer:
+def core_trainer(dist: object, compile: bool = False) -> Trainer:
     """The float64 network and settings shared by the distributed and single-process runs."""
     torch.manual_seed(0)
     net = TabNet(
@@ -59,7 +59,7 @@ def core_trainer(dist: object) -> Trainer:
     def ce(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits, target, reduction="none")
 
-    cfg = TrainConfig(max_epochs=3, batch_size=256, seed=0, n_iter_no_change=None)
+    cfg = TrainConfig(max_epochs=3, batch_size=256, seed=0, n_iter_no_change=None, compile=compile)
     return Trainer(net, ce, cfg, dist=dist)  # type: ignore[arg-type]
 
 
@@ -71,10 +71,16 @@ class FailOnRankOne(Callback):
 
 def main() -> None:
     mode, out = sys.argv[1], Path(sys.argv[2])
-    if mode == "core":
+    if mode in ("core", "core-compiled"):
         ctx = detect("auto")
         assert ctx is not None and ctx.world_size == 2
-        trainer = core_trainer(ctx).fit(core_data(1024, 0), core_data(256, 1))
+        compiled = mode == "core-compiled"
+        if compiled:  # graph capture and AOT autograd without code generation (fast)
+            import tabsparse.compiling
+
+            tabsparse.compiling.BACKEND = "aot_eager"
+        trainer = core_trainer(ctx, compiled).fit(core_data(1024, 0), core_data(256, 1))
+        assert trainer.compiled == compiled
         params = {k: v.numpy() for k, v in trainer.network.state_dict().items()}
         np.savez(out / f"core_rank{ctx.rank}.npz", **params)
         return

@@ -264,6 +264,7 @@ def test_class_weight_balanced() -> None:
         ("validation_fraction", 1.5, "'validation_fraction' parameter"),
         ("batch_size", -1, "'batch_size' parameter"),
         ("class_weight", "unbalanced", "'class_weight' parameter"),
+        ("compile", "fast", "'compile' parameter"),
         ("device", "tpu", "device='tpu'"),
         ("device", "cuda:99", "device='cuda:99'"),
     ],

@@ -24,6 +24,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from tabsparse._compat import HasMethods, Interval, StrOptions, _check_sample_weight
+from tabsparse.compiling import COMPILE_MODES
 from tabsparse.data import EncodedTable, TableEncoder
 from tabsparse.distributed import broadcast_int, detect
 from tabsparse.explain import Explanation
@@ -165,6 +166,7 @@ class TabNetBase(BaseEstimator):
         "cat_emb_dim": [Interval(Integral, 1, None, closed="left")],
         "grouped_features": [list, None],
         "device": [str],
+        "compile": ["boolean", StrOptions({"auto", *COMPILE_MODES})],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "warm_start": ["boolean"],
@@ -203,6 +205,7 @@ class TabNetBase(BaseEstimator):
         cat_emb_dim: int = 1,
         grouped_features: list[list[int]] | None = None,
         device: str = "auto",
+        compile: bool | str = "auto",
         random_state: int | np.random.RandomState | None = None,
         verbose: int = 0,
         warm_start: bool = False,
@@ -237,6 +240,7 @@ class TabNetBase(BaseEstimator):
         self.cat_emb_dim = cat_emb_dim
         self.grouped_features = grouped_features
         self.device = device
+        self.compile = compile
         self.random_state = random_state
         self.verbose = verbose
         self.warm_start = warm_start
@@ -491,6 +495,7 @@ class TabNetBase(BaseEstimator):
                 seed=seed,
                 verbose=self.verbose,
                 amp=device.type == "cuda",
+                compile=self.compile,
                 virtual_batch_size=self.virtual_batch_size,
                 checkpoint_dir=self.checkpoint_dir,
                 checkpoint_every=self.checkpoint_every,
@@ -507,6 +512,7 @@ class TabNetBase(BaseEstimator):
 
     def _finish_fit(self, trainer: Trainer, train: TensorData, rng: np.random.Generator) -> None:
         self.n_iter_ = len(self.history_)
+        self.compiled_ = trainer.compiled
         self.best_iteration_ = trainer.best_iteration
         self.feature_importances_ = self._importances_on_sample(train, rng)
 

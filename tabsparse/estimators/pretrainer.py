@@ -76,7 +76,7 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
     ``batch_size``, ``max_epochs``, ``learning_rate``, ``weight_decay``, ``lr_schedule``,
     ``ema_decay``, ``early_stopping``, ``validation_fraction``, ``n_iter_no_change``, ``tol``,
     ``categorical_features``, ``cat_emb_dim``, ``grouped_features``, ``device``,
-    ``random_state``, ``verbose``, ``warm_start``, ``callbacks``, ``checkpoint_dir``,
+    ``compile``, ``random_state``, ``verbose``, ``warm_start``, ``callbacks``, ``checkpoint_dir``,
     ``checkpoint_every``) are those of :class:`tabsparse.TabNetClassifier`; early stopping
     watches the validation loss. Five defaults differ, because the benchmark that chose the
     classifier's and regressor's (``benchmarks/bench_quality.py``) does not cover pretraining:
@@ -103,6 +103,8 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
     feature_importances_ : ndarray of shape (n_features,)
         Attention importances of the encoder on a sample of the training rows.
     device_ : torch.device
+    compiled_ : bool
+        Whether the fit's last epochs ran the compiled training step (see ``compile``).
     network_ : tabsparse.nn.decoder.PretrainingNetwork
     encoder_ : tabsparse.data.TableEncoder
 
@@ -157,6 +159,7 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
         cat_emb_dim: int = 1,
         grouped_features: list[list[int]] | None = None,
         device: str = "auto",
+        compile: bool | str = "auto",
         random_state: int | np.random.RandomState | None = None,
         verbose: int = 0,
         warm_start: bool = False,
@@ -192,6 +195,7 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
         self.cat_emb_dim = cat_emb_dim
         self.grouped_features = grouped_features
         self.device = device
+        self.compile = compile
         self.random_state = random_state
         self.verbose = verbose
         self.warm_start = warm_start

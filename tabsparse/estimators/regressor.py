@@ -29,7 +29,7 @@ class TabNetRegressor(RegressorMixin, TabNetBase):
 
     The other fitted attributes (``n_features_in_``, ``feature_names_in_``,
     ``feature_importances_``, ``history_``, ``n_iter_``, ``best_iteration_``, ``device_``,
-    ``network_``, ``encoder_``) are as for :class:`tabsparse.TabNetClassifier`.
+    ``compiled_``, ``network_``, ``encoder_``) are as for :class:`tabsparse.TabNetClassifier`.
 
     Examples
     --------

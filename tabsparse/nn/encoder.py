@@ -281,7 +281,7 @@ class TabNetEncoder(nn.Module):
         nodes or the modules must run (hooks on an attentive transformer, or the
         :func:`~tabsparse.nn.fused.stack_shape` conditions). Cached (see ``_PLANS``)."""
         attention = cast("Sequence[AttentiveTransformer]", self.attention)
-        if any(_has_hooks(attentive) for attentive in attention):
+        if torch.compiler.is_compiling() or any(_has_hooks(a) for a in attention):
             return None
         key = (
             _STRUCTURE[0],

@@ -53,7 +53,10 @@ def stack_shape(
 
     It applies to a 2-d float32 / float64 input outside autocast, bias-free Linear layers of
     the input's dtype, and a batch that every batch norm splits into equal virtual batches of
-    two rows or more."""
+    two rows or more; never while ``torch.compile`` traces (the compiler fuses the modules'
+    operations itself, and the hand-written backward hides them from it)."""
+    if torch.compiler.is_compiling():
+        return None
     if x.dim() != 2 or x.dtype not in (torch.float32, torch.float64):
         return None
     if torch.is_autocast_enabled(x.device.type):

@@ -224,11 +224,32 @@ class GhostBatchNorm(nn.Module):
     def record(self, update: _Update) -> None:
         """Record one training call's virtual-batch statistics (``(mean, invstd, rows)`` per
         part, as the fused batch norm returns them) for the lazy running-statistics update."""
-        if self.momentum > 0:
+        if self.momentum > 0 and torch.compiler.is_compiling():
+            self._update_now(update)
+        elif self.momentum > 0:
             pending = self.__dict__.setdefault("_pending", [])
             pending.append(update)
             if len(pending) >= _FLUSH_EVERY:
                 self.flush_statistics()
+
+    def _update_now(self, update: _Update) -> None:
+        """Fold one call's statistics into the running buffers at once, with tensor operations
+        only: the same update as :meth:`flush_statistics` with one recorded call (weight
+        ``max(momentum, 1 / (tracked + 1))``), for compiled graphs, which cannot keep Python
+        lists of tensors between calls."""
+        running_mean, running_var = self.running_mean, self.running_var
+        tracked, dtype = self.num_batches_tracked, self.running_mean.dtype
+        w = (tracked + 1).reciprocal().to(dtype).clamp(min=self.momentum)
+        means = torch.cat([mean for mean, _, _ in update]).to(dtype)  # one row per batch
+        variances = torch.cat(
+            [
+                (inv.to(dtype).pow(-2) - self.eps).clamp(min=0.0) * (rows / (rows - 1))
+                for _, inv, rows in update
+            ]
+        )
+        running_mean.lerp_(means.mean(0), w)
+        running_var.lerp_(variances.mean(0), w)
+        tracked.add_(1)
 
     def _normalise(
         self, side: torch.Tensor, c: int

@@ -100,8 +100,9 @@ class TabularInput(nn.Module):
 def _skip_missing(numeric: torch.Tensor) -> bool:
     """Whether a training batch may leave the learned missing value out of the graph: on the
     CPU (where checking the batch for NaN costs no device synchronisation) and outside DDP
-    (which requires every parameter to take part in every step)."""
-    if numeric.device.type != "cpu":
+    (which requires every parameter to take part in every step); never in a compiled graph,
+    which cannot branch on the data."""
+    if numeric.device.type != "cpu" or torch.compiler.is_compiling():
         return False
     dist = torch.distributed
     return not (dist.is_available() and dist.is_initialized())
