@@ -23,6 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from tabsparse.sparsemax import _forward as _sparse_forward
+from tabsparse.sparsemax import sparsemax_sorted
 
 __all__ = ["SparsemaxLoss", "sparsemax_loss"]
 
@@ -35,7 +36,9 @@ class _SparsemaxLossFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, z: Tensor, q: Tensor) -> Tensor:  # type: ignore[override]
         # z: (n, k) logits in working precision; q: (n, k) target distribution.
-        p = _sparse_forward(z, 1, entmax=False)
+        # traced graphs (torch.compile) cannot run the threshold search's host-side decisions
+        compiling = torch.compiler.is_compiling()
+        p = sparsemax_sorted(z) if compiling else _sparse_forward(z, 1, entmax=False)
         zs = z - z.amax(dim=1, keepdim=True)
         # A -inf logit that is not a target has p = q = 0: it contributes 0, not 0 * inf.
         zs = zs.masked_fill(torch.isneginf(zs) & (q == 0), 0.0)
@@ -80,7 +83,7 @@ def _target_distribution(target: Tensor, n: int, k: int, dtype: torch.dtype) -> 
                 f"target has shape {tuple(target.shape)}, expected ({n},) to match logits "
                 f"of shape ({n}, {k})"
             )
-        if n > 0:
+        if n > 0 and not torch.compiler.is_compiling():  # a graph cannot check values
             lo, hi = int(target.min()), int(target.max())
             if lo < 0 or hi >= k:
                 raise ValueError(f"target class indices must lie in [0, {k}), got [{lo}, {hi}]")
@@ -93,6 +96,8 @@ def _target_distribution(target: Tensor, n: int, k: int, dtype: torch.dtype) -> 
                 f"target has shape {tuple(target.shape)}, expected ({n}, {k}) to match the logits"
             )
         y = target.to(dtype)
+        if torch.compiler.is_compiling():  # a graph cannot check values (the estimators did)
+            return y / y.sum(dim=1, keepdim=True)
         if n > 0 and k > 0:
             if bool(torch.isnan(y).any()) or bool((y < 0).any()):
                 raise ValueError("a 2-D target must be non-negative and free of NaN")
@@ -152,6 +157,8 @@ def sparsemax_loss(
     that is not a target contributes 0 to the loss and gets 0 gradient. If a target class has a
     ``-inf`` logit the loss of that sample is ``+inf`` (other samples are unaffected). A sample
     with NaN logits has a NaN loss. ``float16`` / ``bfloat16`` logits are computed in float32.
+    While ``torch.compile`` traces the loss, the values of ``target`` are not checked (a graph
+    cannot raise on data) and the sparsemax is the sort-based one; the result is the same.
 
     Examples
     --------

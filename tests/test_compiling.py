@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import ce, make_data, make_net
 
 import tabsparse.compiling as compiling
 from tabsparse import TabNetClassifier, TabNetRegressor
@@ -19,6 +20,7 @@ from tabsparse.nn.ghost_bn import flush_statistics
 from tabsparse.nn.network import TabNet
 from tabsparse.optim import AdamW
 from tabsparse.sparsemax import entmax15, entmax15_sorted, sparsemax, sparsemax_sorted
+from tabsparse.training import TrainConfig, Trainer
 
 CUDA = torch.device("cuda")  # a device object only: no GPU is needed to build it
 CPU = torch.device("cpu")
@@ -226,3 +228,54 @@ def test_compile_true_on_cuda_with_autocast() -> None:
     clf = TabNetClassifier(max_epochs=8, compile=True, device="cuda", random_state=0).fit(X, y)
     assert clf.compiled_ and clf.device_.type == "cuda"
     assert clf.score(X, y) > 0.85
+
+
+def test_compiled_step_traces_under_bf16_autocast() -> None:
+    """CUDA fits run under bf16 autocast; the same autocast on the CPU traces as one graph and
+    trains (bf16 rounding: close to, not equal to, the eager losses)."""
+    losses = []
+    for compiled in (False, True):
+        cfg = TrainConfig(max_epochs=3, batch_size=64, amp=True, compile=compiled)
+        trainer = Trainer(make_net(), ce, cfg).fit(make_data(512))
+        assert trainer.compiled == compiled
+        losses.append([record["train_loss"] for record in trainer.history])
+    np.testing.assert_allclose(losses[1], losses[0], rtol=0.15)
+    assert losses[1][-1] < 0.8 * losses[1][0]
+
+
+@pytest.mark.parametrize("multilabel", [False, True])
+def test_traced_sparsemax_loss_equals_the_eager_loss(multilabel: bool) -> None:
+    from tabsparse.losses import sparsemax_loss
+
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(64, 5, generator=g, dtype=torch.float64) * 3
+    if multilabel:
+        target: torch.Tensor = (torch.rand(64, 5, generator=g) < 0.4).double()
+        target[:, 0] = 1.0  # every row has a label
+    else:
+        target = torch.randint(0, 5, (64,), generator=g)
+    weight = torch.rand(64, generator=g, dtype=torch.float64)
+
+    def loss(x: torch.Tensor) -> torch.Tensor:
+        return sparsemax_loss(x, target, weight=weight)
+
+    traced = torch.compile(loss, backend="aot_eager", fullgraph=True)
+    x1, x2 = z.clone().requires_grad_(), z.clone().requires_grad_()
+    a, b = traced(x1), loss(x2)
+    torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)
+    a.backward()
+    b.backward()
+    assert x1.grad is not None and x2.grad is not None
+    torch.testing.assert_close(x1.grad, x2.grad, rtol=1e-12, atol=1e-14)
+
+
+def test_compile_true_fits_multilabel_and_multitask_classifiers() -> None:
+    X, y = _table()
+    labels = np.stack([y, (X[:, 2] > 0).astype(int), (X[:, 3] > 0.5).astype(int)], 1)
+    for loss in ("sparsemax", "bce"):
+        clf = TabNetClassifier(max_epochs=4, compile=True, multilabel_loss=loss, random_state=0)
+        assert clf.fit(X, labels).compiled_
+        assert clf.predict(X).shape == labels.shape
+    tasks = np.stack([y, np.digitize(X[:, 1], [-0.5, 0.5])], 1)
+    clf = TabNetClassifier(max_epochs=4, compile=True, random_state=0).fit(X, tasks)
+    assert clf.compiled_ and len(clf.predict_proba(X)) == 2
