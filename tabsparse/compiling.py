@@ -25,9 +25,12 @@ Settings (the estimators' ``compile`` parameter):
     epoch time). If the epochs left would take less than :data:`AUTO_MIN_SECONDS` eager, the fit
     stays eager: compiling (tens of seconds) could not pay for itself. Otherwise the next epoch
     compiles (its time includes the compiling), the one after measures the compiled epoch, and
-    the fit keeps the faster of the two for the rest. The trial costs at most the compile time
-    (under :data:`AUTO_MIN_SECONDS`, a fraction of such a fit); an error while compiling sends
-    the fit back to eager with a warning.
+    the fit keeps the compiled step for the rest only if that epoch took at most 95% of the
+    eager one. The trial costs the compile time once, and is only made for fits with at least
+    :data:`AUTO_MIN_SECONDS` of eager epochs left (early stopping may end a fit sooner than
+    that projection). An error while compiling the forward or the backward sends the fit back
+    to eager with a warning. Under DDP every rank follows rank 0's decision, and the graph may
+    break at the gradient buckets (``fullgraph=False``).
 """
 
 from __future__ import annotations
@@ -138,14 +141,23 @@ class StepCompiler:
         try:
             return self._compiled()(*args)
         except Exception as exc:  # any compiler failure: run eager instead
-            warnings.warn(
-                f'compile="auto": compiling the training step failed ({type(exc).__name__}: '
-                f"{exc}); training eager",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-            self.state, self.decision = "eager", f"eager: compiling failed ({type(exc).__name__})"
+            self.give_up(exc)
             return self.eager(*args)
+
+    def give_up(self, exc: Exception) -> bool:
+        """After ``exc`` from a compiled step (its forward, or its backward, which is compiled
+        on first use): under ``"auto"`` warn, go back to eager and return True (the caller runs
+        the step again eager); otherwise return False (the caller raises)."""
+        if self.setting != "auto" or not self.uses_compiled:
+            return False
+        warnings.warn(
+            f'compile="auto": compiling the training step failed ({type(exc).__name__}: '
+            f"{exc}); training eager",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        self.state, self.decision = "eager", f"eager: compiling failed ({type(exc).__name__})"
+        return True
 
     def epoch_end(self, seconds: float, epochs_left: int) -> str:
         """Record an epoch of ``seconds`` and return the state for the next one."""

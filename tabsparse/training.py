@@ -547,15 +547,19 @@ class Trainer:
                 for batch, global_rows in self._batches(train, ctx):
                     if self.transform_batch is not None:
                         batch = self.transform_batch(batch, self._generator)
-                    summed, sparsity = step(batch.numeric, batch.codes, batch.target, batch.weight)
                     # scaled so that the mean over ranks (DDP averages gradients) is the loss of
                     # the whole global batch; for one process the factor is 1
                     share = world / global_rows
-                    loss = summed * (share / mean_weight)
-                    sparsity = sparsity * (len(batch) * share)
-                    loss = loss + cfg.lambda_sparse * sparsity
+                    loss = self._loss(step, batch, share / mean_weight, len(batch) * share)
                     opt.zero_grad()
-                    loss.backward()  # type: ignore[no-untyped-call]
+                    try:
+                        loss.backward()  # type: ignore[no-untyped-call]
+                    except Exception as exc:  # a compiled backward failing to compile
+                        if not step.give_up(exc):
+                            raise
+                        opt.zero_grad()
+                        loss = self._loss(step, batch, share / mean_weight, len(batch) * share)
+                        loss.backward()  # type: ignore[no-untyped-call]
                     if cfg.clip_grad_norm is not None:
                         opt.clip_grad_norm_(cfg.clip_grad_norm)
                     opt.step()
@@ -660,6 +664,15 @@ class Trainer:
             return per_row.sum(), out.sparsity_loss.float()
 
         return forward_loss
+
+    def _loss(
+        self, step: StepCompiler, batch: TensorData, loss_scale: float, sparsity_scale: float
+    ) -> torch.Tensor:
+        """The training objective of one batch: the weighted loss summed over its rows times
+        ``loss_scale``, plus ``lambda_sparse`` times the sparsity loss times ``sparsity_scale``."""
+        summed, sparsity = step(batch.numeric, batch.codes, batch.target, batch.weight)
+        loss = summed * loss_scale
+        return loss + self.config.lambda_sparse * (sparsity * sparsity_scale)
 
     def _compile_epoch_end(self, step: StepCompiler, seconds: float, epochs_left: int) -> None:
         """Let ``compile="auto"`` measure the epoch (every rank then follows rank 0)."""

@@ -279,3 +279,43 @@ def test_compile_true_fits_multilabel_and_multitask_classifiers() -> None:
     tasks = np.stack([y, np.digitize(X[:, 1], [-0.5, 0.5])], 1)
     clf = TabNetClassifier(max_epochs=4, compile=True, random_state=0).fit(X, tasks)
     assert clf.compiled_ and len(clf.predict_proba(X)) == 2
+
+
+class _FailingBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        raise RuntimeError("backward failed to compile")
+
+
+def test_auto_falls_back_when_the_compiled_backward_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backward of a compiled step compiles on its first use: a failure there also sends
+    an ``"auto"`` fit back to eager (the step is run again eager), and fails a ``True`` fit."""
+
+    def fake_compile(fn: Any, **kwargs: Any) -> Any:
+        def run(*args: Any) -> Any:
+            summed, sparsity = fn(*args)
+            return _FailingBackward.apply(summed), sparsity
+
+        return run
+
+    class TryingAtOnce(StepCompiler):  # "auto" in its trial epoch from the start
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            if self.setting == "auto":
+                self.state = "trial"
+
+    import tabsparse.training as training
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    monkeypatch.setattr(training, "StepCompiler", TryingAtOnce)
+    cfg = TrainConfig(max_epochs=2, batch_size=64, compile="auto")
+    with pytest.warns(RuntimeWarning, match="backward failed to compile"):
+        trainer = Trainer(make_net(), ce, cfg).fit(make_data(256))
+    assert not trainer.compiled and len(trainer.history) == 2
+    assert all(np.isfinite(r["train_loss"]) for r in trainer.history)
+    with pytest.raises(RuntimeError, match="backward failed to compile"):
+        Trainer(make_net(), ce, TrainConfig(max_epochs=1, compile=True)).fit(make_data(256))
