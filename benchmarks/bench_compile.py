@@ -14,6 +14,8 @@ benchmark's shape):
 * ``tabsparse compiled`` — the same step as ``compile=True`` runs it: forward and loss through
   :class:`tabsparse.compiling.StepCompiler` (inductor, one graph, the backward compiled with
   it), the optimiser update eager;
+* ``tabsparse reduce-overhead`` (CUDA only) — the same with ``compile="reduce-overhead"``
+  (inductor with CUDA graphs: one launch for the whole step instead of one per kernel);
 * ``plain eager`` — a straightforward TabNet in plain PyTorch modules (ghost batch norm by
   reshaping, sparsemax by sorting, autograd for every operation), ``torch.optim.Adam``;
 * ``plain compiled`` — the same step under ``torch.compile`` (inductor, default mode), with
@@ -52,6 +54,12 @@ HERE = Path(__file__).resolve().parent
 README = HERE / "README.md"
 SECTION = "## torch.compile against hand-fused eager"
 VARIANTS = ("tabsparse", "tabsparse compiled", "plain eager", "plain compiled")
+CUDA_VARIANTS = ("tabsparse reduce-overhead",)  # CUDA graphs: measured on CUDA only
+SETTINGS: dict[str, bool | str] = {
+    "tabsparse": False,
+    "tabsparse compiled": True,
+    "tabsparse reduce-overhead": "reduce-overhead",
+}
 D, N_CLASSES, BATCH, VBS, N_DA, N_STEPS, GAMMA = 54, 7, 1024, 128, 8, 3, 1.3
 
 
@@ -160,8 +168,7 @@ def worker(variant: str, device: str) -> dict[str, Any]:
             out = net(x, c, with_masks=False)
             return F.cross_entropy(out.logits, t) + 1e-3 * out.sparsity_loss
 
-        compiled = variant == "tabsparse compiled"
-        forward = StepCompiler(forward_loss, compiled, dev)
+        forward = StepCompiler(forward_loss, SETTINGS[variant], dev)
 
         def step() -> None:
             loss = forward(X, codes, y)
@@ -183,9 +190,9 @@ def worker(variant: str, device: str) -> dict[str, Any]:
     net.train()
     compile_s = None
     run = step
-    if variant.endswith("compiled"):
+    if variant != "tabsparse" and variant != "plain eager":
         t0 = time.perf_counter()
-        run = step if variant == "tabsparse compiled" else torch.compile(step)
+        run = step if variant.startswith("tabsparse") else torch.compile(step)
         run()
         run()
         if dev.type == "cuda":
@@ -217,6 +224,7 @@ def worker(variant: str, device: str) -> dict[str, Any]:
 
 COMPARED = (
     ("tabsparse's compiled step", "tabsparse compiled"),
+    ("tabsparse's step with CUDA graphs", "tabsparse reduce-overhead"),
     ("A plain compiled TabNet", "plain compiled"),
 )
 
@@ -250,7 +258,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="fresh processes per variant")
     parser.add_argument("--readme", type=Path, default=README, help="file the table goes to")
     parser.add_argument("--no-write", action="store_true")
-    parser.add_argument("--worker", choices=VARIANTS, help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=VARIANTS + CUDA_VARIANTS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         import torch
@@ -258,9 +266,10 @@ def main() -> None:
         torch.set_num_threads(1)
         print(json.dumps(worker(args.worker, args.device)))
         return
-    runs: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
-    for rep in range(args.repeats):  # interleaved: the machine's load moves all three alike
-        for v in VARIANTS:
+    variants = VARIANTS + (CUDA_VARIANTS if args.device == "cuda" else ())
+    runs: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
+    for rep in range(args.repeats):  # interleaved: the machine's load moves all of them alike
+        for v in variants:
             with tempfile.TemporaryDirectory() as cache:
                 rec = run_worker(v, args.device, cache)
             runs[v].append(rec)
@@ -276,11 +285,11 @@ def main() -> None:
     }
     ours = records["tabsparse"]["ms_per_step"]
     rows = []
-    for v in VARIANTS:
+    for v in variants:
         seconds = records[v]["compile_s"]
         shown = "" if seconds is None else f"{seconds:.0f}"
         rows.append(f"| {v} | {records[v]['ms_per_step']:.1f} | {shown} |")
-    verdicts = [_verdict(name, records[v], ours) for name, v in COMPARED]
+    verdicts = [_verdict(name, records[v], ours) for name, v in COMPARED if v in records]
     verdict = " ".join(verdicts)
     print("\n".join([*rows, verdict]))
     if args.no_write:
