@@ -319,3 +319,24 @@ def test_auto_falls_back_when_the_compiled_backward_fails(monkeypatch: pytest.Mo
     assert all(np.isfinite(r["train_loss"]) for r in trainer.history)
     with pytest.raises(RuntimeError, match="backward failed to compile"):
         Trainer(make_net(), ce, TrainConfig(max_epochs=1, compile=True)).fit(make_data(256))
+
+
+def test_a_compiled_fit_resumes_eager_and_warm_starts(tmp_path: Any) -> None:
+    """``compile`` changes only the rounding, so a checkpoint of a compiled fit resumes with
+    ``compile=False`` (the checkpoint's parameter check leaves it out), and ``warm_start``
+    continues a compiled fit."""
+    from tabsparse.training import Callback
+
+    class StopAfterTwo(Callback):
+        def on_epoch_end(self, trainer: Any, record: dict[str, float]) -> None:
+            trainer.stop = record["epoch"] >= 1
+
+    X, y = _table()
+    common = {"max_epochs": 5, "checkpoint_dir": tmp_path, "random_state": 0}
+    first = TabNetClassifier(compile=True, callbacks=[StopAfterTwo()], **common).fit(X, y)
+    assert first.n_iter_ == 2 and first.compiled_
+    resumed = TabNetClassifier(compile=False, **common).fit(X, y, resume_from=tmp_path)
+    assert resumed.n_iter_ == 5 and not resumed.compiled_
+    warm = TabNetClassifier(max_epochs=2, compile=True, warm_start=True, random_state=0)
+    warm.fit(X, y).fit(X, y)
+    assert warm.n_iter_ == 4 and warm.compiled_

@@ -517,7 +517,8 @@ class TabNetBase(BaseEstimator):
         self.feature_importances_ = self._importances_on_sample(train, rng)
 
     def _checkpoint_meta(self, n_train: int, seed: int) -> dict[str, Any]:
-        skip = {"callbacks", "checkpoint_dir", "checkpoint_every", "verbose"}
+        # settings that do not change what is fitted (compile: only the rounding)
+        skip = {"callbacks", "checkpoint_dir", "checkpoint_every", "verbose", "compile"}
         params = {k: repr(v) for k, v in self.get_params().items() if k not in skip}
         return {"estimator": type(self).__name__, "n_train": n_train, "seed": seed, **params}
 
