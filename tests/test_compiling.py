@@ -340,3 +340,40 @@ def test_a_compiled_fit_resumes_eager_and_warm_starts(tmp_path: Any) -> None:
     warm = TabNetClassifier(max_epochs=2, compile=True, warm_start=True, random_state=0)
     warm.fit(X, y).fit(X, y)
     assert warm.n_iter_ == 4 and warm.compiled_
+
+
+def test_auto_runs_its_trial_inside_a_fit(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The trainer drives the ``"auto"`` rule: two eager epochs measured, one compiling, one
+    measured compiled, then the decision, logged (here on the CPU, as if it were CUDA, with no
+    minimum fit length and the compiled epoch made to look fast or slow)."""
+    import logging
+
+    import tabsparse.training as training
+
+    class AsIfOnCuda(StepCompiler):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.state, self.decision = "measuring", None
+
+    monkeypatch.setattr(training, "StepCompiler", AsIfOnCuda)
+    monkeypatch.setattr(compiling, "AUTO_MIN_SECONDS", 0.0)
+    for factor, expected in ((0.5, True), (1.0, False)):
+        seen: list[str] = []
+
+        def epoch_end(
+            self: StepCompiler, seconds: float, left: int, f: float = factor, seen: list = seen
+        ) -> str:
+            seen.append(self.state)
+            trial = self.state == "trial-steady"
+            return StepCompiler.epoch_end(self, self.eager_seconds * f if trial else seconds, left)
+
+        monkeypatch.setattr(AsIfOnCuda, "epoch_end", epoch_end)
+        cfg = TrainConfig(max_epochs=6, batch_size=64, compile="auto")
+        with caplog.at_level(logging.INFO, logger="tabsparse"):
+            trainer = Trainer(make_net(), ce, cfg).fit(make_data(256))
+        assert seen == ["measuring", "measuring", "trial", "trial-steady"]
+        assert trainer.compiled is expected and len(trainer.history) == 6
+        assert 'compile="auto" chose ' + ("compiled" if expected else "eager") in caplog.text
+        caplog.clear()
