@@ -42,7 +42,7 @@ def core_data(n: int, seed: int) -> TensorData:
     return TensorData(x, torch.zeros(n, 0, dtype=torch.int64), y)
 
 
-def core_trainer(dist: object, compile: bool = False) -> Trainer:
+def core_trainer(dist: object, compile: bool | str = False) -> Trainer:
     """The float64 network and settings shared by the distributed and single-process runs."""
     torch.manual_seed(0)
     net = TabNet(
@@ -69,6 +69,39 @@ class FailOnRankOne(Callback):
             raise ValueError("injected failure on rank 1")
 
 
+def auto_trial_follows_rank_zero(out: Path) -> None:
+    """Run ``compile="auto"``'s trial under DDP with rank 0 measuring the compiled epoch as
+    faster and rank 1 as slower; every rank must keep rank 0's decision (compiled)."""
+    import json
+
+    import tabsparse.compiling
+    import tabsparse.training
+    from tabsparse.compiling import StepCompiler
+
+    ctx = detect("auto")
+    assert ctx is not None and ctx.world_size == 2
+    factor = 0.5 if ctx.rank == 0 else 2.0
+
+    class AsIfOnCuda(StepCompiler):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+            self.state, self.decision = "measuring", None
+
+        def epoch_end(self, seconds: float, epochs_left: int) -> str:
+            if self.state == "trial-steady":
+                seconds = self.eager_seconds * factor
+            return super().epoch_end(seconds, epochs_left)
+
+    tabsparse.compiling.BACKEND = "aot_eager"
+    tabsparse.compiling.AUTO_MIN_SECONDS = 0.0
+    tabsparse.training.StepCompiler = AsIfOnCuda  # type: ignore[misc]
+    trainer = core_trainer(ctx, compile="auto")  # type: ignore[arg-type]
+    trainer.config.max_epochs = 6
+    trainer.fit(core_data(1024, 0))
+    result = {"compiled": trainer.compiled, "epochs": len(trainer.history)}
+    (out / f"auto_rank{ctx.rank}.json").write_text(json.dumps(result))
+
+
 def main() -> None:
     mode, out = sys.argv[1], Path(sys.argv[2])
     if mode in ("core", "core-compiled"):
@@ -83,6 +116,9 @@ def main() -> None:
         assert trainer.compiled == compiled
         params = {k: v.numpy() for k, v in trainer.network.state_dict().items()}
         np.savez(out / f"core_rank{ctx.rank}.npz", **params)
+        return
+    if mode == "core-auto":  # compile="auto" as if on CUDA: the ranks disagree, rank 0 wins
+        auto_trial_follows_rank_zero(out)
         return
     X, y = table(1500, 0)
     X_val, y_val = table(300, 1)

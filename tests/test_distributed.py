@@ -70,6 +70,18 @@ def test_two_ranks_match_one_process_on_the_same_global_batches(
             np.testing.assert_allclose(got[key], value.numpy(), rtol=rtol, atol=atol, err_msg=key)
 
 
+def test_compile_auto_ranks_follow_rank_zero(tmp_path: Path) -> None:
+    """compile="auto" decides on rank 0's timing: a rank whose own timing disagrees still
+    keeps the compiled step (``ddp_worker.auto_trial_follows_rank_zero``)."""
+    import json
+
+    run = torchrun("core-auto", tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    for rank in (0, 1):
+        result = json.loads((tmp_path / f"auto_rank{rank}.json").read_text())
+        assert result == {"compiled": True, "epochs": 6}, (rank, result)
+
+
 def test_a_failure_on_one_rank_ends_both(tmp_path: Path) -> None:
     tic = time.perf_counter()
     run = torchrun("fail", tmp_path, timeout=200)
