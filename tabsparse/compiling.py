@@ -140,12 +140,11 @@ class StepCompiler:
     def __call__(self, *args: Any) -> Any:
         if not self.uses_compiled:
             return self.eager(*args)
-        if self.setting != "auto":
-            return self._compiled()(*args)
         try:
             return self._compiled()(*args)
-        except Exception as exc:  # any compiler failure: run eager instead
-            self.give_up(exc)
+        except Exception as exc:  # a compiler failure: "auto" runs eager instead
+            if not self.give_up(exc):
+                raise
             return self.eager(*args)
 
     def give_up(self, exc: Exception) -> bool:

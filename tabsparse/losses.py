@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from tabsparse.sparsemax import _forward as _sparse_forward
-from tabsparse.sparsemax import sparsemax_sorted
+from tabsparse.sparsemax import _work_dtype, sparsemax_sorted
 
 __all__ = ["SparsemaxLoss", "sparsemax_loss"]
 
@@ -184,7 +184,7 @@ def sparsemax_loss(
     if k == 0:
         raise ValueError(f"logits must have at least one class, got shape {tuple(logits.shape)}")
     out_dtype = logits.dtype
-    work = torch.float32 if out_dtype in (torch.float16, torch.bfloat16) else out_dtype
+    work = _work_dtype(out_dtype)
     q = _target_distribution(target, n, k, work)
     z = logits.to(work).contiguous()
     loss: Tensor = _SparsemaxLossFunction.apply(z, q)

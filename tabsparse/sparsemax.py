@@ -720,6 +720,11 @@ def _threshold(z: Tensor, entmax: bool) -> Tensor:
 # --------------------------------------------------------------------------------------------
 
 
+def _work_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype the computation runs in: float32 for half precision, else ``dtype``."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
 def _restore(y: Tensor, shape: torch.Size, dim: int, dtype: torch.dtype) -> Tensor:
     """Rows ``(n, d)`` back to the input layout (contiguous, like softmax) and dtype."""
     out = y.view(shape).movedim(-1, dim)
@@ -750,8 +755,7 @@ def _forward(x: Tensor, dim: int, entmax: bool) -> Tensor:
     xt = x.movedim(dim, -1)
     shape = xt.shape
     d = shape[-1]
-    work = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
-    x2 = xt.reshape(-1, d).to(work)
+    x2 = xt.reshape(-1, d).to(_work_dtype(x.dtype))
     if x2.stride(-1) != 1 or (x2.shape[0] > 1 and x2.stride(0) != d):
         x2 = x2.contiguous()
     small = x2.numel() * math.log2(max(d, 2)) <= _SORT_MAX_WORK
@@ -966,8 +970,7 @@ def _traced(fn: Callable[[Tensor], Tensor], x: Tensor, dim: int) -> Tensor:
     a batch needs, which a traced graph cannot do; the sort-based form has no branches, and
     autograd through its closed-form threshold gives the exact Jacobian (for sparsemax: each
     score of the support moves the threshold by ``1 / |support|``)."""
-    work = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
-    return fn(x.movedim(dim, -1).to(work)).movedim(-1, dim).to(x.dtype)
+    return fn(x.movedim(dim, -1).to(_work_dtype(x.dtype))).movedim(-1, dim).to(x.dtype)
 
 
 # --------------------------------------------------------------------------------------------

@@ -569,9 +569,8 @@ class Trainer:
                         ema.update()
                     total += loss.detach() * (global_rows / world)
                 train_loss = float(all_reduce_sum(total, ctx)) / len(train)
-                self._compile_epoch_end(
-                    step, time.perf_counter() - tic, self._run_start + cfg.max_epochs - epoch - 1
-                )
+                epochs_left = self._run_start + cfg.max_epochs - epoch - 1
+                self._compile_epoch_end(step, time.perf_counter() - tic, epochs_left, device)
                 flush_statistics(net)  # before buffers are read directly
                 average_buffers(net, ctx)
                 record: dict[str, float] = {
@@ -674,13 +673,14 @@ class Trainer:
         loss = summed * loss_scale
         return loss + self.config.lambda_sparse * (sparsity * sparsity_scale)
 
-    def _compile_epoch_end(self, step: StepCompiler, seconds: float, epochs_left: int) -> None:
+    def _compile_epoch_end(
+        self, step: StepCompiler, seconds: float, epochs_left: int, device: torch.device
+    ) -> None:
         """Let ``compile="auto"`` measure the epoch (every rank then follows rank 0)."""
         if step.setting != "auto" or step.state in ("eager", "compiled"):
             return
         state = step.epoch_end(seconds, epochs_left)
         if self.dist is not None:
-            device = next(self.network.parameters()).device
             step.set_state(state_name(broadcast_int(state_index(state), self.dist, device)))
         if step.decision is not None and step.state in ("eager", "compiled"):
             logger.info('compile="auto" chose %s', step.decision)

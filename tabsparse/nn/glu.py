@@ -58,7 +58,7 @@ def glu(y: torch.Tensor) -> torch.Tensor:
     """``F.glu(y, dim=-1)``: ``y[:, :c] * sigmoid(y[:, c:])`` for ``y`` of shape ``(n, 2c)``.
 
     Differentiable either way (the split path through ``mul`` and ``sigmoid``)."""
-    return _glu_split(y)[0] if split_pays(y) else F.glu(y, dim=-1)
+    return glu_with_gate(y)[0]
 
 
 def glu_with_gate(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
