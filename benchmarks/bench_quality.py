@@ -343,12 +343,20 @@ def _tabnet_arrays(s: Split) -> tuple[np.ndarray, np.ndarray, list[int], list[in
 
 
 def run_model(
-    name: str, model: str, params: dict[str, Any], train_cap: int, test_cap: int, seed: int = SEED
+    name: str,
+    model: str,
+    params: dict[str, Any],
+    train_cap: int,
+    test_cap: int,
+    seed: int = SEED,
+    predictions: bool = False,
 ) -> dict[str, Any]:
     """Fit and score one model on one task (runs in a worker process).
 
     ``seed`` is the neural models' ``random_state`` (initialisation, batch order and the 10%
-    early-stopping holdout); the train/test split and the caps never depend on it."""
+    early-stopping holdout); the train/test split and the caps never depend on it. With
+    ``predictions`` the record also holds the test rows' predictions (``"predictions"``, a
+    numpy array; ``bench_paired.py`` pairs them), which are not stored."""
     import torch
 
     torch.set_num_threads(1)
@@ -430,6 +438,8 @@ def run_model(
         classes = list(map(str, est.classes_)) if task.kind != "regression" else []
     record.update(score(task, s.y_test, pred, proba, classes))
     record.update(fit_s=round(fit_s, 3), predict_s=round(predict_s, 3), **extra)
+    if predictions:
+        record["predictions"] = np.asarray(pred)
     record.update(n_train=len(s.y_train), n_test=len(s.y_test), n_train_full=s.n_train_full)
     return record
 
