@@ -113,9 +113,8 @@ def verdict(stats: dict[str, Any]) -> str:
     return "tabsparse better" if better_ours else "pytorch-tabnet better"
 
 
-def pair(name: str, ours: np.ndarray, theirs: np.ndarray) -> dict[str, Any]:
+def pair(name: str, y_test: Any, ours: np.ndarray, theirs: np.ndarray) -> dict[str, Any]:
     """The paired statistics of one dataset's two sets of test predictions."""
-    y_test = bq.load_split(name, bq.TRAIN_CAP, bq.TEST_CAP).y_test
     if bq.TASK_BY_NAME[name].kind == "regression":
         stats = paired_regression(y_test.to_numpy(dtype=float), ours, theirs)
     else:
@@ -206,7 +205,8 @@ def main(argv: list[str] | None = None) -> None:
             preds[(n, m)] = rec["predictions"]
             print(f"{n:28s} {m:15s} fitted in {rec['fit_s']:.1f}s", flush=True)
             if all((n, other) in preds for other in MODELS):  # pair as soon as both are in
-                paired[n] = pair(n, preds.pop((n, MODELS[0])), preds.pop((n, MODELS[1])))
+                ours, theirs = (preds.pop((n, other)) for other in MODELS)
+                paired[n] = pair(n, rec["y_test"], ours, theirs)
                 paired[n].update(seed=args.seed, commit=commit)
                 r = paired[n]
                 stats = f"diff {r['diff']:+.5g} se {r['se']:.3g} p {r['p']:.3g}"

@@ -356,7 +356,8 @@ def run_model(
     ``seed`` is the neural models' ``random_state`` (initialisation, batch order and the 10%
     early-stopping holdout); the train/test split and the caps never depend on it. With
     ``predictions`` the record also holds the test rows' predictions (``"predictions"``, a
-    numpy array; ``bench_paired.py`` pairs them), which are not stored."""
+    numpy array) and targets (``"y_test"``, the split's Series) for ``bench_paired.py`` to pair,
+    so that it need not load the split again; neither is stored."""
     import torch
 
     torch.set_num_threads(1)
@@ -439,7 +440,7 @@ def run_model(
     record.update(score(task, s.y_test, pred, proba, classes))
     record.update(fit_s=round(fit_s, 3), predict_s=round(predict_s, 3), **extra)
     if predictions:
-        record["predictions"] = np.asarray(pred)
+        record.update(predictions=np.asarray(pred), y_test=s.y_test)
     record.update(n_train=len(s.y_train), n_test=len(s.y_test), n_train_full=s.n_train_full)
     return record
 
