@@ -23,6 +23,8 @@ Usage::
 
     python benchmarks/bench_speed.py                    # 1 and 2 threads, 3 repeats, README
     python benchmarks/bench_speed.py --repeats 1 --threads 1 --no-write
+    # before/after a change: the same run also times the code checked out at DIR
+    python benchmarks/bench_speed.py --baseline DIR --rows 15000 --epochs 20 --no-write
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ README = HERE / "README.md"
 RESULTS = HERE / "results" / "speed.jsonl"
 SECTION = "## Speed against pytorch-tabnet"
 LIBRARIES = ("tabsparse", "pytorch-tabnet")
+#: tabsparse as checked out at ``--baseline DIR`` (imported through PYTHONPATH=DIR)
+BASELINE = "tabsparse@baseline"
 ARCH = {"n_d": 8, "n_a": 8, "n_steps": 3, "gamma": 1.3, "n_independent": 2, "n_shared": 2}
 TRAIN = {"lambda_sparse": 1e-3, "batch_size": 1024, "virtual_batch_size": 128}
 #: pytorch-tabnet's batch-norm momentum: its ghost batch norm updates the running statistics once
@@ -65,8 +69,11 @@ def datasets_dir() -> Path:
     return Path(os.environ.get("TABSPARSE_DATASETS", HERE.parents[1] / "shared" / "datasets"))
 
 
-def load_data() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, str]:
-    """covtype_50k_sample (or synthetic rows of the same shape when it is absent)."""
+def load_data(
+    rows: int | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, str]:
+    """covtype_50k_sample (or synthetic rows of the same shape when it is absent); ``rows``
+    keeps only the first ``rows`` training rows of the split."""
     path = datasets_dir() / "covtype_50k_sample" / "covtype_50k_sample.csv.gz"
     rng = np.random.default_rng(0)
     if path.exists():
@@ -83,6 +90,8 @@ def load_data() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, str]:
     perm = rng.permutation(len(y))
     cut = int(0.8 * len(y))
     tr, te = perm[:cut], perm[cut:]
+    if rows is not None:
+        tr = tr[:rows]
     # standardised with the training rows' statistics for both libraries: pytorch-tabnet has no
     # input scaling of its own and trains badly on covtype's raw scales (elevation ~3000)
     mean, std = X[tr].mean(axis=0), X[tr].std(axis=0) + 1e-6
@@ -97,14 +106,19 @@ def rss_mb() -> float:
 
 
 def worker(
-    library: str, threads: int, epochs: int, device: str = "cpu", seed: int = 0
+    library: str,
+    threads: int,
+    epochs: int,
+    device: str = "cpu",
+    seed: int = 0,
+    rows: int | None = None,
 ) -> dict[str, Any]:
     """One measurement in this (fresh) process; ``seed`` seeds the model (the split is fixed)."""
     import torch
 
     torch.set_num_threads(threads)
-    X, y, X_test, y_test, _ = load_data()
-    if library == "tabsparse":
+    X, y, X_test, y_test, _ = load_data(rows)
+    if library in ("tabsparse", BASELINE):
         from tabsparse import TabNetClassifier
 
         model: Any = TabNetClassifier(
@@ -172,11 +186,24 @@ def worker(
     }
 
 
-def run_worker(library: str, threads: int, epochs: int, device: str, seed: int) -> dict[str, Any]:
+def run_worker(
+    library: str,
+    threads: int,
+    epochs: int,
+    device: str,
+    seed: int,
+    rows: int | None = None,
+    baseline: Path | None = None,
+) -> dict[str, Any]:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     env["PYTHONWARNINGS"] = "ignore"
+    if library == BASELINE:
+        assert baseline is not None
+        env["PYTHONPATH"] = str(baseline)
     cmd = [sys.executable, __file__, "--worker", library, "--threads", str(threads)]
     cmd += ["--epochs", str(epochs), "--device", device, "--seed", str(seed)]
+    if rows is not None:
+        cmd += ["--rows", str(rows)]
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -189,9 +216,10 @@ def summarise(records: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
     8-epoch accuracy moves by about a point with rounding alone).
     """
     rows, verdict = [], []
+    libraries = [lib for lib in (*LIBRARIES, BASELINE) if any(r["library"] == lib for r in records)]
     for threads in sorted({r["threads"] for r in records}):
         stats: dict[str, dict[str, float]] = {}
-        for lib in LIBRARIES:
+        for lib in libraries:
             mine = [r for r in records if r["library"] == lib and r["threads"] == threads]
             keys = ("fit_s", "predict_rows_s", "explain_rows_s", "rss_peak_mb")
             m = stats[lib] = {k: statistics.median(r[k] for r in mine) for k in keys}
@@ -211,6 +239,16 @@ def summarise(records: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
             f"mean accuracy {a['accuracy']:.4f} vs {b['accuracy']:.4f}, peak memory "
             f"{a['rss_peak_mb']:,.0f} vs {b['rss_peak_mb']:,.0f} MB."
         )
+        if BASELINE in stats:
+            c = stats[BASELINE]
+            verdict.append(
+                f"- {threads} thread(s), baseline code: fit **{b['fit_s'] / c['fit_s']:.2f}x**, "
+                f"predict **{c['predict_rows_s'] / b['predict_rows_s']:.1f}x**, explain "
+                f"**{c['explain_rows_s'] / b['explain_rows_s']:.1f}x** against pytorch-tabnet; "
+                f"this code / baseline: fit time {a['fit_s'] / c['fit_s']:.3f}, predict "
+                f"throughput {a['predict_rows_s'] / c['predict_rows_s']:.3f}, explain "
+                f"{a['explain_rows_s'] / c['explain_rows_s']:.3f}."
+            )
     return rows, verdict
 
 
@@ -251,20 +289,29 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--readme", type=Path, default=README, help="file the table goes to")
     parser.add_argument("--no-write", action="store_true")
-    parser.add_argument("--worker", choices=LIBRARIES, help=argparse.SUPPRESS)
+    parser.add_argument("--rows", type=int, help="keep only this many training rows")
+    parser.add_argument(
+        "--baseline", type=Path, help="also time the tabsparse checked out at this folder"
+    )
+    parser.add_argument("--worker", choices=(*LIBRARIES, BASELINE), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(worker(args.worker, args.threads[0], args.epochs, args.device, args.seed)))
+        threads = args.threads[0]
+        record = worker(args.worker, threads, args.epochs, args.device, args.seed, args.rows)
+        print(json.dumps(record))
         return
     sys.path.insert(0, str(HERE))
     from _readme import cpu_model, load_average, write_section
 
     records = []
     load_before = load_average()
+    libraries = (*LIBRARIES, BASELINE) if args.baseline else LIBRARIES
     for rep in range(args.repeats):
         for threads in args.threads:
-            for lib in LIBRARIES if rep % 2 == 0 else LIBRARIES[::-1]:
-                rec = run_worker(lib, threads, args.epochs, args.device, seed=rep)
+            for lib in libraries if rep % 2 == 0 else libraries[::-1]:
+                rec = run_worker(
+                    lib, threads, args.epochs, args.device, rep, args.rows, args.baseline
+                )
                 rec["repeat"] = rep
                 records.append(rec)
                 print(json.dumps(rec), flush=True)
