@@ -436,7 +436,7 @@ def test_unexpected_errors_are_one_line_too(
     def boom(path: str) -> None:
         raise RuntimeError("something broke\nbadly")
 
-    monkeypatch.setattr("tabsparse.cli.read_table", boom)
+    monkeypatch.setattr("tabsparse.cli._fit.read_table", boom)
     rc, _, err = run(capsys, "fit", tmp_path / "x.csv", "-t", "y", "-o", tmp_path / "m")
     assert_one_line_error(rc, err, "RuntimeError", "something broke badly", "--debug")
     with pytest.raises(RuntimeError):
@@ -450,7 +450,7 @@ def test_warnings_are_one_line(
         warnings.warn("careful\nnow", UserWarning, stacklevel=1)
         raise CliError("stop")
 
-    monkeypatch.setattr("tabsparse.cli.read_table", warn_then_fail)
+    monkeypatch.setattr("tabsparse.cli._fit.read_table", warn_then_fail)
     rc, _, err = run(capsys, "fit", tmp_path / "x.csv", "-t", "y", "-o", tmp_path / "m")
     assert rc == 1
     assert err.splitlines() == ["tabsparse: warning: careful now", "tabsparse: error: stop"]

@@ -1,0 +1,37 @@
+"""``tabsparse explain``: per-row feature importances of a saved model, and a plot of its masks."""
+
+from __future__ import annotations
+
+import argparse
+
+from tabsparse.cli._errors import EXIT_OK, CliError
+from tabsparse.cli._models import _load_model, _model_features
+from tabsparse.cli._output import _check_output_file, _write_csv
+from tabsparse.cli._tables import read_table
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``tabsparse explain``; returns the exit status."""
+    _check_output_file(args.output, "importances")
+    if args.plot is not None:
+        from tabsparse.plotting import _require_matplotlib
+
+        _require_matplotlib()
+        _check_output_file(args.plot, "plot")
+        if args.plot == "-":
+            raise CliError("the plot cannot be written to stdout; give a file name to --plot")
+    model = _load_model(args.model, predicts=False)
+    X = _model_features(model, read_table(args.data), args.data)
+    explanation = model.explain(X)
+    _write_csv(explanation.to_frame(), args.output)
+    if args.plot is not None:
+        from matplotlib.figure import Figure
+
+        from tabsparse.plotting import _masks_figsize, plot_masks
+
+        rows = list(range(min(args.rows, len(explanation))))
+        n_steps, _, n_features = explanation.masks.shape
+        fig = Figure(figsize=_masks_figsize(n_steps, len(rows), n_features), layout="constrained")
+        plot_masks(explanation, rows, fig=fig)
+        fig.savefig(args.plot, dpi=100)
+    return EXIT_OK
