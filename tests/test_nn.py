@@ -169,11 +169,16 @@ def test_attentive_transformer_masks_are_sparse_and_respect_prior() -> None:
         n_a=8, n_groups=6, mask_type="sparsemax", virtual_batch_size=32, momentum=0.02
     )
     prior = torch.ones(64, 6)
-    prior[:, 0] = 0.0  # a used-up feature can never be selected again (gamma = 1)
-    mask = att(torch.randn(64, 8), prior)
+    prior[:, 0] = 0.0  # a used-up feature (gamma = 1)
+    a = torch.randn(64, 8)
+    mask = att(a, prior)
     torch.testing.assert_close(mask.sum(dim=1), torch.ones(64))
     assert (mask >= 0).all()
     assert (mask == 0).any()
+    # the prior multiplies the logits: the used-up feature's logit is 0, not minus infinity, so
+    # it is still selected wherever the other logits are low (22 of these 64 rows)
+    torch.testing.assert_close(mask, sparsemax(att.bn(att.fc(a)) * prior))
+    assert 0 < int((mask[:, 0] > 0).sum()) < 64
     with pytest.raises(ValueError, match="mask_type='softmax'"):
         AttentiveTransformer(
             n_a=2, n_groups=2, mask_type="softmax", virtual_batch_size=2, momentum=0.1
@@ -212,9 +217,18 @@ def test_encoder_prior_is_relaxed_by_gamma(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_encoder_groups_share_one_mask_value() -> None:
-    enc = TabNetEncoder(input_dim=5, group_index=[0, 0, 1, 2, 2], n_steps=2)
-    out = enc(torch.randn(20, 5))
+    torch.manual_seed(0)
+    enc = TabNetEncoder(input_dim=5, group_index=[0, 0, 1, 2, 2], n_steps=2).eval()
+    seen: list[torch.Tensor] = []  # each step's masked input
+    for step in enc.steps:
+        step.register_forward_hook(lambda mod, args, out: seen.append(args[0].clone()))
+    x = torch.randn(20, 5)
+    out = enc(x)
     assert out.masks.shape == (2, 20, 3)
+    for mask, masked in zip(out.masks, seen, strict=True):
+        # channels 0 and 1 (group 0), and 3 and 4 (group 2), are scaled by one mask value
+        torch.testing.assert_close(masked, x * mask[:, [0, 0, 1, 2, 2]], rtol=0, atol=1e-7)
+    assert (out.masks > 0).any(dim=(0, 1)).all()  # every group is selected somewhere
 
 
 @pytest.mark.parametrize(
@@ -343,15 +357,23 @@ def _randomise(module: _Module) -> _Module:
     return module
 
 
+def _reference_feature_transformer(ft: FeatureTransformer, x: torch.Tensor) -> torch.Tensor:
+    """The feature transformer layer by layer from the modules: ``(x + glu(bn(fc(x)))) *
+    sqrt(0.5)`` with each ghost batch norm called as a module (recording its statistics)."""
+    for fc, bn, residual in ft.glu_layers():
+        out = torch.nn.functional.glu(bn(fc(x)), dim=-1)
+        x = (x + out) * math.sqrt(0.5) if residual else out
+    return x
+
+
 @pytest.mark.parametrize(("n_shared", "n_independent"), [(2, 2), (0, 2), (2, 0), (1, 1)])
 @pytest.mark.parametrize("n", [64, 60, 3, 61, 17])
-def test_fused_feature_transformer_equals_the_layer_by_layer_graph(
+def test_feature_transformer_equals_the_layer_by_layer_graph(
     n_shared: int, n_independent: int, n: int
 ) -> None:
-    """Training mode runs the GLU layers as one autograd node with a hand-written backward
-    when the batch splits into equal virtual batches of two rows or more (64, 60 and 3 rows
-    do; 61 and 17 take the module path): the same values, gradients and running statistics
-    as the modules one by one."""
+    """Training mode (the stacked affines of equal virtual batches for 64, 60 and 3 rows; the
+    ragged form for 61 and 17) and eval mode: the same values, gradients and running
+    statistics as the layers written out one by one."""
     torch.manual_seed(0)
 
     def make() -> FeatureTransformer:
@@ -367,17 +389,13 @@ def test_fused_feature_transformer_equals_the_layer_by_layer_graph(
     ft, ref = make(), make()
     _randomise(ft)
     ref.load_state_dict(ft.state_dict())
-    ref._fused = lambda x: None  # type: ignore[method-assign]
-    calls = []
-    ft._fused = lambda x, f=ft._fused: calls.append(f(x)) or calls[-1]  # type: ignore[method-assign]
     x = torch.randn(n, 10, dtype=torch.float64, requires_grad=True)
     x_ref = x.detach().clone().requires_grad_()
     for _ in range(2):  # two steps: running statistics are recorded by both paths
-        out, out_ref = ft(x), ref(x_ref)
+        out, out_ref = ft(x), _reference_feature_transformer(ref, x_ref)
         grad = torch.randn_like(out)
         out.backward(grad)
         out_ref.backward(grad)
-    assert (calls[-1] is not None) == (n in (64, 60, 3))
     torch.testing.assert_close(out, out_ref)
     torch.testing.assert_close(x.grad, x_ref.grad)
     for (name, p), q in zip(ft.named_parameters(), ref.parameters(), strict=True):
@@ -386,57 +404,14 @@ def test_fused_feature_transformer_equals_the_layer_by_layer_graph(
         torch.testing.assert_close(a, b, msg=name)
     ft.eval()
     ref.eval()
-    torch.testing.assert_close(ft(x), ref(x))
-
-
-@pytest.mark.parametrize("reads", ["both", "decision", "attention"])
-@pytest.mark.parametrize("n", [64, 61])
-def test_fused_feature_transformer_split_outputs_equal_the_module_path(n: int, reads: str) -> None:
-    """``forward_split`` (a TabNet step's ``relu(out[:, :n_d])`` and ``out[:, n_d:]``) from the
-    fused node equals slicing the modules' output, also when the loss reads only one of the two
-    (the first transformer's decision and the last one's attention features go unused)."""
-    torch.manual_seed(0)
-
-    def make() -> FeatureTransformer:
-        torch.manual_seed(2)
-        ft = FeatureTransformer(
-            shared=make_linears(10, 12, 2),
-            n_in=10,
-            n_out=12,
-            n_independent=2,
-            virtual_batch_size=16,
-            momentum=0.1,
-        ).double()
-        return _randomise(ft)
-
-    ft, ref = make(), make()
-    ref._fused = lambda x, split=None: None  # type: ignore[method-assign]
-    x = torch.randn(n, 10, dtype=torch.float64, requires_grad=True)
-    x_ref = x.detach().clone().requires_grad_()
-    outs, outs_ref = ft.forward_split(x, 5), ref.forward_split(x_ref, 5)
-    assert outs[0].shape == (n, 5) and outs[1].shape == (n, 7)
-    assert bool((outs[0] == 0).any()) and bool((outs[0] > 0).any())  # the ReLU cuts
-    used = {"both": (0, 1), "decision": (0,), "attention": (1,)}[reads]
-    for pair in (outs, outs_ref):
-        g = torch.Generator().manual_seed(4)
-        loss = sum((pair[i] * torch.randn(pair[i].shape, generator=g).double()).sum() for i in used)
-        loss.backward()  # type: ignore[union-attr]
-    for a, b in zip(outs, outs_ref, strict=True):
-        assert_scaled_close(a, b)
-    assert_scaled_close(x.grad, x_ref.grad)
-    for (name, p), q in zip(ft.named_parameters(), ref.parameters(), strict=True):
-        assert_scaled_close(p.grad, q.grad, msg=name)
+    torch.testing.assert_close(ft(x), _reference_feature_transformer(ref, x))
 
 
 @pytest.mark.parametrize("n", [64, 61])
-def test_fused_attentive_layer_equals_the_module_path(
-    n: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The attentive transformer's Linear + ghost BN runs as one autograd node in training
-    (64 rows; 61 do not split evenly): same masks, gradients and running statistics."""
-    from tabsparse.nn import transformers
-
-    torch.manual_seed(0)
+def test_attentive_transformer_equals_the_layer_by_layer_graph(n: int) -> None:
+    """``sparsemax(prior * bn(fc(a)))`` with the modules called one by one: same masks,
+    gradients and running statistics (64 rows: even virtual batches; 61: ragged)."""
+    from tabsparse.sparsemax import sparsemax
 
     def make() -> AttentiveTransformer:
         torch.manual_seed(1)
@@ -445,297 +420,46 @@ def test_fused_attentive_layer_equals_the_module_path(
         ).double()
         return _randomise(at)
 
-    fused, ref = make(), make()
+    at, ref = make(), make()
     a = torch.randn(n, 8, dtype=torch.float64, requires_grad=True)
     a_ref = a.detach().clone().requires_grad_()
     prior = torch.rand(n, 13, dtype=torch.float64) + 0.5
-    out = fused(a, prior)
-    monkeypatch.setattr(transformers, "stack_shape", lambda *args: None)
-    out_ref = ref(a_ref, prior)
+    out = at(a, prior)
+    out_ref = sparsemax(ref.bn(ref.fc(a_ref)) * prior, -1)
     grad = torch.randn_like(out)
     out.backward(grad)
     out_ref.backward(grad)
     torch.testing.assert_close(out, out_ref)
     torch.testing.assert_close(a.grad, a_ref.grad)
-    for (name, p), q in zip(fused.named_parameters(), ref.parameters(), strict=True):
+    for (name, p), q in zip(at.named_parameters(), ref.parameters(), strict=True):
         torch.testing.assert_close(p.grad, q.grad, msg=name)
-    for (name, x), y in zip(fused.state_dict().items(), ref.state_dict().values(), strict=True):
+    for (name, x), y in zip(at.state_dict().items(), ref.state_dict().values(), strict=True):
         torch.testing.assert_close(x, y, msg=name)
 
 
 def test_mask_entropy_matches_the_formula_and_gradcheck() -> None:
-    from tabsparse.nn.encoder import MaskEntropy
+    """A step's share of the sparsity loss, summed over the steps: the mean over steps and
+    rows of ``-sum_j m_j log(m_j + eps)``, differentiable (gradcheck)."""
+    from tabsparse.nn import functional as F
     from tabsparse.sparsemax import sparsemax
 
     masks = sparsemax(torch.randn(3, 40, 7, dtype=torch.float64) * 2, -1)  # exact zeros too
     masks.requires_grad_()
     ref_masks = masks.detach().clone().requires_grad_()
-    value = MaskEntropy.apply(masks, 1e-15)
+    x = torch.randn(40, 7, dtype=torch.float64)
+
+    def entropy(m: torch.Tensor) -> torch.Tensor:
+        shares = [
+            F.mask_outputs(s, None, x, 1.3, None, 1e-15, m.shape[0] * m.shape[1])[2] for s in m
+        ]
+        return torch.stack(shares).sum()  # type: ignore[arg-type]
+
+    value = entropy(masks)
     ref = -(ref_masks * torch.log(ref_masks + 1e-15)).sum(-1).mean()
     torch.testing.assert_close(value, ref)
     value.backward(torch.tensor(0.3, dtype=torch.float64))
     ref.backward(torch.tensor(0.3, dtype=torch.float64))
     torch.testing.assert_close(masks.grad, ref_masks.grad)
     positive = torch.softmax(torch.randn(2, 5, 4, dtype=torch.float64), -1).requires_grad_()
-    assert torch.autograd.gradcheck(lambda m: MaskEntropy.apply(m, 1e-15), (positive,))
-
-
-@pytest.mark.parametrize("mask_type", ["sparsemax", "entmax"])
-@pytest.mark.parametrize("groups", [[0, 1, 2, 3, 4, 5], [0, 0, 1, 2, 2, 3]])
-@pytest.mark.parametrize(("n", "use_masks"), [(64, True), (64, False), (48, True), (61, True)])
-def test_fused_mask_steps_equal_the_module_path(
-    mask_type: str, groups: list[int], n: int, use_masks: bool
-) -> None:
-    """In training mode each step's attention (Linear + ghost BN, prior, mask, next prior,
-    masked input, sparsity loss) runs as one autograd node when the batch splits into equal
-    virtual batches (64 and 48 rows; 61 take the module path), and the whole encoder runs as
-    one node when nothing reads the masks: the same outputs, gradients of the input and every
-    parameter, and running statistics as the modules one by one, whether or not the loss
-    reads the masks."""
-    from tabsparse.nn import fused
-
-    def make() -> TabNetEncoder:
-        torch.manual_seed(3)
-        enc = TabNetEncoder(
-            input_dim=6,
-            group_index=groups,
-            n_d=4,
-            n_a=5,
-            n_steps=3,
-            mask_type=mask_type,
-            virtual_batch_size=16,
-            momentum=0.1,
-        ).double()
-        return _randomise(enc)
-
-    enc, ref = make(), make()
-    ref._fused_shape = lambda att: None  # type: ignore[method-assign]
-    for transformer in (ref.initial, *ref.steps):  # the reference runs every module
-        transformer._fused = lambda x, split=None: None  # type: ignore[method-assign]
-    steps, whole = [], []
-    original, original_whole = fused.mask_step_forward, fused.EncoderStep.forward
-    x = torch.randn(n, 6, dtype=torch.float64, requires_grad=True)
-    x_ref = x.detach().clone().requires_grad_()
-    for _ in range(2):  # two steps: running statistics are recorded by both paths
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(fused, "mask_step_forward", lambda *a: steps.append(n) or original(*a))
-            mp.setattr(
-                fused.EncoderStep, "forward", lambda *a: whole.append(n) or original_whole(*a)
-            )
-            out = enc(x, with_masks=use_masks)  # training steps skip stacking masks
-        out_ref = ref(x_ref)
-        losses = []
-        for o in (out, out_ref):
-            g = torch.Generator().manual_seed(4)
-            loss = (o.output * torch.randn(o.output.shape, generator=g, dtype=o.output.dtype)).sum()
-            loss = loss + 0.7 * o.sparsity_loss
-            if use_masks:
-                weights = torch.randn(o.masks.shape, generator=g, dtype=o.masks.dtype)
-                loss = loss + (o.masks * weights).sum() + o.step_importance.square().sum()
-            losses.append(loss)
-        losses[0].backward()
-        losses[1].backward()
-    assert len(steps) == (0 if n == 61 else 6)
-    assert len(whole) == (2 if n != 61 and not use_masks else 0)
-    if not use_masks and n != 61:
-        assert out.masks.numel() == 0 and out.step_importance.numel() == 0
-        out, out_ref = out[::2], out_ref[::2]  # output and sparsity loss
-    for a, b in zip(out, out_ref, strict=True):
-        if a is not None:
-            assert_scaled_close(a, b)
-    assert_scaled_close(x.grad, x_ref.grad)
-    for (name, p), q in zip(enc.named_parameters(), ref.parameters(), strict=True):
-        assert_scaled_close(p.grad, q.grad, msg=name)
-    for (name, a), b in zip(enc.state_dict().items(), ref.state_dict().values(), strict=True):
-        assert_scaled_close(a, b, msg=name)
-
-
-@pytest.mark.parametrize("mask_type", ["sparsemax", "entmax"])
-def test_fused_paths_with_the_split_glu_equal_the_module_path(
-    monkeypatch: pytest.MonkeyPatch, mask_type: str
-) -> None:
-    """The split GLU (``tabsparse.nn.glu``, taken on AVX-512 / AVX2 CPUs for narrow layers of
-    large batches) forced at the test's small sizes: the fused stacks (its hand-written
-    backward) still equal the modules (autograd through it), values and gradients."""
-    from tabsparse.nn import glu as glu_module
-
-    taken = []
-    split = glu_module._glu_backward_split
-    monkeypatch.setattr(glu_module, "_register_bytes", lambda: 1 << 20)
-    monkeypatch.setattr(glu_module, "_MIN_VALUES", 0)
-    monkeypatch.setattr(glu_module, "_glu_backward_split", lambda *a: taken.append(1) or split(*a))
-    test_fused_mask_steps_equal_the_module_path(mask_type, [0, 0, 1, 2, 2, 3], 64, False)
-    assert taken  # the fused backward took the split path
-
-
-def _network_pair(
-    n_shared: int, n_independent: int, n_steps: int, mask_type: str
-) -> tuple[TabNet, TabNet]:
-    """Two equal float64 TabNets with numeric and categorical inputs (embeddings of two
-    channels, so the masks are spread over channel groups); the second never takes the
-    one-node encoder path."""
-
-    def make() -> TabNet:
-        torch.manual_seed(7)
-        net = TabNet(
-            numeric_columns=[0, 2, 3],
-            categorical_columns=[1, 4],
-            numeric_mean=[0.0, 0.0, 0.0],
-            numeric_std=[1.0, 1.0, 1.0],
-            cardinalities=[5, 4],
-            n_outputs=3,
-            cat_emb_dim=2,
-            n_d=4,
-            n_a=3,
-            n_steps=n_steps,
-            n_shared=n_shared,
-            n_independent=n_independent,
-            mask_type=mask_type,
-            virtual_batch_size=16,
-            momentum=0.1,
-        ).double()
-        return _randomise(net)
-
-    net, ref = make(), make()
-    ref.encoder._plan = lambda x: None  # type: ignore[method-assign]
-    return net, ref
-
-
-_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available")
-
-
-@pytest.mark.parametrize(
-    ("n_shared", "n_independent", "n_steps", "mask_type", "device"),
-    [
-        (2, 2, 3, "sparsemax", "cpu"),
-        (0, 2, 1, "sparsemax", "cpu"),
-        (2, 0, 2, "entmax", "cpu"),
-        (1, 1, 4, "entmax", "cpu"),
-        pytest.param(2, 2, 3, "sparsemax", "cuda", marks=_CUDA),
-        pytest.param(1, 1, 2, "entmax", "cuda", marks=_CUDA),
-    ],
-)
-def test_one_node_encoder_equals_the_per_step_nodes(
-    n_shared: int, n_independent: int, n_steps: int, mask_type: str, device: str
-) -> None:
-    """A training step (nothing reads the masks) runs the whole encoder as one autograd node:
-    the logits, the sparsity loss, the gradients of every parameter (embeddings and the
-    shared layers included) and the running statistics equal those of the per-step nodes, over
-    two steps with an optimiser between them (on the CPU and, where there is one, a GPU)."""
-    from tabsparse.nn import fused
-
-    net, ref = (m.to(device) for m in _network_pair(n_shared, n_independent, n_steps, mask_type))
-    calls = []
-    original = fused.EncoderStep.forward
-    g = torch.Generator().manual_seed(8)
-    numeric = torch.randn(64, 3, generator=g, dtype=torch.float64).to(device)
-    codes = (torch.randint(0, 5, (64, 2), generator=g) % torch.tensor([5, 4])).to(device)
-    target = torch.randint(0, 3, (64,), generator=g).to(device)
-    opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (net, ref)]
-    for _ in range(2):
-        outs = []
-        for model, opt in zip((net, ref), opts, strict=True):
-            with pytest.MonkeyPatch.context() as mp:
-                mp.setattr(fused.EncoderStep, "forward", lambda *a: calls.append(1) or original(*a))
-                out = model(numeric, codes, with_masks=False)
-            loss = torch.nn.functional.cross_entropy(out.logits, target)
-            opt.zero_grad()
-            (loss + 0.3 * out.sparsity_loss).backward()
-            outs.append(out)
-        assert_scaled_close(outs[0].logits, outs[1].logits)
-        assert_scaled_close(outs[0].sparsity_loss, outs[1].sparsity_loss)
-        for (name, p), q in zip(net.named_parameters(), ref.parameters(), strict=True):
-            assert (p.grad is None) == (q.grad is None), name
-            if p.grad is not None:
-                assert_scaled_close(p.grad, q.grad, msg=name)
-        for opt in opts:
-            opt.step()
-    assert len(calls) == 2  # the reference never took the one-node path
-    for (name, a), b in zip(net.state_dict().items(), ref.state_dict().values(), strict=True):
-        assert_scaled_close(a, b, msg=name)
-
-
-def test_one_node_encoder_gradcheck() -> None:
-    """The one-node encoder's backward against finite differences, for the input and every
-    parameter (shared layers feed four transformers: their gradients are sums)."""
-    from tabsparse.nn.fused import EncoderStep
-
-    torch.manual_seed(9)
-    enc = TabNetEncoder(
-        input_dim=4, group_index=[0, 1, 1, 2], n_d=2, n_a=3, n_steps=2, virtual_batch_size=4
-    ).double()
-    _randomise(enc)
-    x = torch.randn(8, 4, dtype=torch.float64, requires_grad=True)
-    plan = enc._plan(x)
-    assert plan is not None and len(plan.params) == len(list(enc.parameters()))
-    params = [p.detach().clone().requires_grad_() for p in plan.params]
-
-    def run(x: torch.Tensor, *ps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return EncoderStep.apply(x, plan, *ps)  # type: ignore[no-any-return]
-
-    assert torch.autograd.gradcheck(run, (x, *params))
-
-
-def test_one_node_encoder_frees_like_autograd_and_follows_changes() -> None:
-    """The one-node encoder keeps its activations as autograd does (a retained graph can be
-    differentiated again; otherwise a second backward is refused, and so is one after an
-    in-place change of a saved parameter); the cached plan follows a replaced parameter and a
-    change of dtype."""
-    from torch import nn
-
-    enc = TabNetEncoder(input_dim=5, group_index=list(range(5)), n_d=3, n_a=3, n_steps=2)
-    x = torch.randn(32, 5)
-    out = enc(x, with_masks=False)
-    loss = out.output.sum() + out.sparsity_loss
-    loss.backward(retain_graph=True)
-    first = [p.grad.clone() for p in enc.parameters() if p.grad is not None]
-    loss.backward()
-    second = [p.grad for p in enc.parameters() if p.grad is not None]
-    for a, b in zip(first, second, strict=True):
-        torch.testing.assert_close(b, 2 * a)
-    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
-        loss.backward()
-    out = enc(x, with_masks=False)
-    with torch.no_grad():
-        enc.shared[0].weight.mul_(2.0)
-    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
-        out.output.sum().backward()
-    attention = enc.attention[1]
-    assert isinstance(attention, AttentiveTransformer)
-    attention.fc.weight = nn.Parameter(torch.randn(5, 3))
-    enc(x, with_masks=False).output.sum().backward()
-    assert attention.fc.weight.grad is not None  # the new parameter, not the old one
-    enc.double()
-    out = enc(x.double(), with_masks=False)
-    assert out.output.dtype == torch.float64
-    out.output.sum().backward()
-    assert attention.fc.weight.grad is not None and attention.fc.weight.dtype == torch.float64
-
-
-def test_fused_mask_step_gradcheck() -> None:
-    """The hand-written backward of one step's node against finite differences (first step,
-    without a prior, and a later one, with grouped channels)."""
-    from tabsparse.nn.fused import MaskStep
-
-    torch.manual_seed(5)
-    bn = GhostBatchNorm(4, virtual_batch_size=6, momentum=0.0).double()
-    att = torch.randn(12, 3, dtype=torch.float64, requires_grad=True)
-    prior = (torch.rand(12, 4, dtype=torch.float64) + 0.5).requires_grad_()
-    xs = {
-        None: torch.randn(12, 4, dtype=torch.float64, requires_grad=True),
-        5: torch.randn(12, 5, dtype=torch.float64, requires_grad=True),
-    }
-    weight = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
-    gamma = (torch.rand(4, dtype=torch.float64) + 0.5).requires_grad_()
-    beta = torch.randn(4, dtype=torch.float64, requires_grad=True)
-    group_index = torch.tensor([0, 1, 1, 2, 3])
-    for entmax in (False, True):
-        for p, groups in ((None, None), (prior, group_index)):
-            x = xs[None if groups is None else 5]
-
-            def step(*args: torch.Tensor, p=p, groups=groups, entmax=entmax):  # type: ignore[no-untyped-def]
-                a, q, x, weight, gamma, beta = args
-                settings = (bn, 6, 2, 1.3, entmax, groups, 1e-15, 36)
-                return MaskStep.apply(a, q, x, *settings, weight, gamma, beta)
-
-            assert torch.autograd.gradcheck(step, (att, p, x, weight, gamma, beta))
+    x = torch.randn(5, 4, dtype=torch.float64)
+    assert torch.autograd.gradcheck(entropy, (positive,))

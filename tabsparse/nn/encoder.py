@@ -8,41 +8,31 @@ merge columns. ``group_index[c]`` names the group of input channel ``c``; masks 
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 from typing import Any, NamedTuple, cast
 
 import torch
 from torch import nn
-from torch.autograd.function import once_differentiable
 
-from tabsparse.nn.fused import EncoderPlan, EncoderStep, MaskStep, apply, encoder_plan, stack_shape
+from tabsparse.nn import functional as F
+from tabsparse.nn.encoder_step import EncoderPlan, EncoderStep, apply, encoder_plan
+from tabsparse.nn.ghost_bn import GhostBatchNorm
 from tabsparse.nn.transformers import AttentiveTransformer, FeatureTransformer, make_linears
 
-# Plans of the one-node training path (tabsparse.nn.fused.EncoderStep), one per encoder:
-# building one walks some sixty modules and parameters (0.3 ms, 2% of a training step of the
-# speed benchmark's TabNet), so it is kept while nothing it depends on changes. A parameter,
-# buffer or submodule assigned anywhere bumps _STRUCTURE (global registration hooks, where
-# this torch has them; without them nothing is cached); moving or converting the encoder
-# drops its plan (TabNetEncoder._apply); the batch's rows, dtype and device, autocast and
-# the settings the plan reads are part of the key.
-_PLANS: weakref.WeakKeyDictionary[nn.Module, tuple[tuple[Any, ...], EncoderPlan | None]]
-_PLANS = weakref.WeakKeyDictionary()
-_STRUCTURE = [0]
+_MISSING = object()
 
 
-def _structure_changed(*args: Any) -> None:
-    _STRUCTURE[0] += 1
+class _CachedPlan(NamedTuple):
+    """An :class:`EncoderPlan` (or None: the node does not apply) for batches described by
+    ``key``, valid while every ``(dict, name, object)`` of ``sources`` still holds (the
+    submodules, parameters and settings it was built from)."""
 
+    key: tuple[Any, ...]
+    plan: EncoderPlan | None
+    sources: tuple[tuple[dict[str, Any], str, Any], ...]
 
-_HOOKS = [
-    getattr(nn.modules.module, f"register_module_{kind}_registration_hook", None)
-    for kind in ("parameter", "buffer", "module")
-]
-_CACHE_PLANS = all(hook is not None for hook in _HOOKS)
-if _CACHE_PLANS:
-    for _register in _HOOKS:
-        _register(_structure_changed)  # type: ignore[misc]
+    def valid(self) -> bool:
+        return all(d.get(name, _MISSING) is obj for d, name, obj in self.sources)
 
 
 class EncoderOutput(NamedTuple):
@@ -61,31 +51,6 @@ class EncoderOutput(NamedTuple):
     sparsity_loss: torch.Tensor
     step_importance: torch.Tensor
     decisions: torch.Tensor | None = None
-
-
-class MaskEntropy(torch.autograd.Function):
-    """``-mean over rows (and steps) of sum_j m_j log(m_j + eps)``: the sparsity loss.
-
-    One autograd node over the stacked masks: three operations forward (the log and one dot
-    product) and three backward, where the graph of the formula takes a dozen passes over
-    the masks. Gradient: ``-(log(m + eps) + m / (m + eps)) / rows``.
-    """
-
-    @staticmethod
-    def forward(ctx: Any, masks: torch.Tensor, eps: float) -> torch.Tensor:  # type: ignore[override]
-        shifted = masks + eps
-        log = torch.log(shifted)
-        rows = masks.numel() // max(1, masks.shape[-1])
-        ctx.save_for_backward(masks, shifted, log)
-        ctx.rows = rows
-        return torch.dot(masks.reshape(-1), log.reshape(-1)).neg_().div_(max(1, rows))
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
-        masks, shifted, log = ctx.saved_tensors
-        out = torch.div(masks, shifted).add_(log)
-        return out.mul_(grad.neg() / max(1, ctx.rows)), None
 
 
 class TabNetEncoder(nn.Module):
@@ -194,149 +159,126 @@ class TabNetEncoder(nn.Module):
     def forward(
         self, x: torch.Tensor, *, keep_decisions: bool = False, with_masks: bool = True
     ) -> EncoderOutput:
-        """Run the steps. The sparsity loss is computed in training mode only (0 in eval mode,
-        where nothing trains on it); every step's work is kept to as few operations as the
-        algorithm allows, because at tabular sizes each operation costs more than its math.
+        """Run the steps (:mod:`tabsparse.nn.functional`). The sparsity loss is computed in
+        training mode only (0 in eval mode, where nothing trains on it).
 
         ``with_masks=False`` (prediction, and training steps that read only the output and
         the sparsity loss) leaves ``masks`` and ``step_importance`` empty instead of stacking
-        them."""
-        # training: each transformer returns its decision and attention features from one
-        # autograd node (unless a transformer has hooks, which must see its whole output)
-        split = self.training and not any(_has_hooks(t) for t in (self.initial, *self.steps))
-        if split and not (with_masks or keep_decisions):  # a training step: one node for all
+        them; a training step then runs as one autograd node
+        (:class:`~tabsparse.nn.encoder_step.EncoderStep`) where that applies."""
+        if self.training and not (with_masks or keep_decisions):
             plan = self._plan(x)
             if plan is not None:
                 summed, sparsity_loss = apply(EncoderStep, x, plan, *plan.params)
                 empty = x.new_empty(0)
                 return EncoderOutput(summed, empty, sparsity_loss, empty)
-        if split:
-            att = self.initial.forward_split(x, self.n_d)[1]
-        else:
-            att = self.initial(x)[:, self.n_d :]
+        att = self.initial(x)[:, self.n_d :]
         identity = getattr(self, "identity_groups", False)  # absent in older pickles
-        fused = self._fused_shape(att)
+        group_index = None if identity else self.group_index
+        epsilon = self.epsilon if self.training else None
+        rows = self.n_steps * x.shape[0]
         prior: torch.Tensor | None = None  # all ones before the first step
         output: torch.Tensor | None = None
+        entropy: torch.Tensor | None = None
         masks: list[torch.Tensor] = []
         decisions: list[torch.Tensor] = []
-        entropy: torch.Tensor | None = None  # the fused path's sparsity loss
         attention = cast("Sequence[AttentiveTransformer]", self.attention)
         steps = cast("Sequence[FeatureTransformer]", self.steps)
         for transformer, attentive in zip(steps, attention, strict=True):
-            if fused is not None:  # one autograd node (tabsparse.nn.fused.MaskStep)
-                mask, prior, masked, step_entropy = apply(
-                    MaskStep,
-                    att,
-                    prior,
-                    x,
-                    attentive.bn,
-                    *fused,
-                    self.gamma,
-                    attentive.mask_type == "entmax",
-                    None if identity else self.group_index,
-                    self.epsilon,
-                    self.n_steps * x.shape[0],
-                    attentive.fc.weight,
-                    attentive.bn.weight,
-                    attentive.bn.bias,
-                )
-                entropy = step_entropy if entropy is None else entropy + step_entropy
-            else:
-                mask = attentive(att, prior)
-                prior = self.gamma - mask if prior is None else prior * (self.gamma - mask)
-                masked = x * (mask if identity else mask.index_select(1, self.group_index))
-            masks.append(mask)
-            if split:
-                decision, att = transformer.forward_split(masked, self.n_d)
-            else:
-                out = transformer(masked)
-                decision, att = torch.relu(out[:, : self.n_d]), out[:, self.n_d :]
+            mask = attentive(att, prior)
+            prior, masked, step_entropy = F.mask_outputs(
+                mask, prior, x, self.gamma, group_index, epsilon, rows
+            )
+            decision, att = F.split_decision(transformer(masked), self.n_d)
             output = decision if output is None else output + decision
+            if step_entropy is not None:
+                entropy = step_entropy if entropy is None else entropy + step_entropy
+            masks.append(mask)
             decisions.append(decision)
         assert output is not None
-        if not (with_masks or keep_decisions) and (entropy is not None or not self.training):
+        sparsity = x.new_zeros(()) if entropy is None else entropy
+        if not (with_masks or keep_decisions):
             empty = x.new_empty(0)
-            sparsity = x.new_zeros(()) if entropy is None else entropy
             return EncoderOutput(output, empty, sparsity, empty)
-        stacked_masks = torch.stack(masks)
         stacked_decisions = torch.stack(decisions)
-        if entropy is not None:
-            sparsity = entropy
-        elif self.training:  # mean over steps and rows of each mask's entropy
-            sparsity = apply(MaskEntropy, stacked_masks, self.epsilon)
-        else:
-            sparsity = x.new_zeros(())
         return EncoderOutput(
             output=output,
-            masks=stacked_masks,
+            masks=torch.stack(masks),
             sparsity_loss=sparsity,
             step_importance=stacked_decisions.sum(dim=-1),
             decisions=stacked_decisions if keep_decisions else None,
         )
 
     def _plan(self, x: torch.Tensor) -> EncoderPlan | None:
-        """The :class:`~tabsparse.nn.fused.EncoderPlan` that runs this encoder (in training
-        mode, transformers without hooks) on ``x`` as one node, or None where the per-step
-        nodes or the modules must run (hooks on an attentive transformer, or the
-        :func:`~tabsparse.nn.fused.stack_shape` conditions). Cached (see ``_PLANS``)."""
-        attention = cast("Sequence[AttentiveTransformer]", self.attention)
-        if torch.compiler.is_compiling() or any(_has_hooks(a) for a in attention):
+        """The :class:`~tabsparse.nn.encoder_step.EncoderPlan` that runs this encoder on ``x``
+        as one node, or None where the modules must run (hooks on a transformer, or the
+        conditions of :func:`~tabsparse.nn.encoder_step.encoder_plan`). Kept on the encoder
+        while the batch's description and every module, parameter and setting it was built
+        from stay the same (checked by identity on each call)."""
+        if torch.compiler.is_compiling() or any(
+            _has_hooks(m) for m in (self.initial, *self.steps, *self.attention)
+        ):
             return None
         key = (
-            _STRUCTURE[0],
             x.shape[0],
             x.dtype,
             x.device,
             torch.is_autocast_enabled(x.device.type),
             self.gamma,
             self.epsilon,
-            tuple(attentive.mask_type for attentive in attention),
+            getattr(self, "identity_groups", False),
         )
-        cached = _PLANS.get(self)
-        if cached is not None and cached[0] == key and _same_batching(cached[1]):
-            return cached[1]
-        plan = self._new_plan(x)
-        if _CACHE_PLANS:
-            _PLANS[self] = (key, plan)
+        cached = self.__dict__.get("_cached_plan")
+        if cached is not None and cached.key == key and cached.valid():
+            return cast("EncoderPlan | None", cached.plan)
+        plan, sources = self._new_plan(x)
+        self.__dict__["_cached_plan"] = _CachedPlan(key, plan, sources)
         return plan
 
     def _apply(self, fn: Any, recurse: bool = True) -> TabNetEncoder:
-        _PLANS.pop(self, None)  # conversions may replace the parameters in place
+        self.__dict__.pop("_cached_plan", None)  # conversions may change the parameters
         return super()._apply(fn, recurse)  # type: ignore[no-any-return]
 
-    def _new_plan(self, x: torch.Tensor) -> EncoderPlan | None:
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(super().__getstate__())
+        state.pop("_cached_plan", None)
+        return state
+
+    def _new_plan(
+        self, x: torch.Tensor
+    ) -> tuple[EncoderPlan | None, tuple[tuple[dict[str, Any], str, Any], ...]]:
         attention = cast("Sequence[AttentiveTransformer]", self.attention)
         steps = cast("Sequence[FeatureTransformer]", self.steps)
-        return encoder_plan(
+        transformers = [t.glu_layers() for t in (self.initial, *steps)]
+        plan = encoder_plan(
             x,
-            [t.glu_layers() for t in (self.initial, *steps)],
+            transformers,
             [(a.fc, a.bn, a.mask_type == "entmax") for a in attention],
             n_d=self.n_d,
             gamma=self.gamma,
             epsilon=self.epsilon,
             group_index=None if getattr(self, "identity_groups", False) else self.group_index,
         )
-
-    def _fused_shape(self, att: torch.Tensor) -> tuple[int, int] | None:
-        """The virtual batches ``(size, k)`` of :class:`~tabsparse.nn.fused.MaskStep` when each
-        step's attention runs as that one node (training mode; the cases of
-        :func:`~tabsparse.nn.fused.stack_shape`), else None: the modules run one by one, as
-        they also do when an attentive transformer has hooks (so that the hooks see every
-        call)."""
-        if not self.training:
-            return None
-        attention = cast("Sequence[AttentiveTransformer]", self.attention)
-        if any(_has_hooks(attentive) for attentive in attention):
-            return None
-        return stack_shape(att, [(attentive.fc, attentive.bn) for attentive in attention])
+        return plan, _sources(self)
 
 
-def _same_batching(plan: EncoderPlan | None) -> bool:
-    """Whether the batch norms of a cached plan still split batches as when it was made."""
-    return plan is None or all(
-        bn.virtual_batch_size == plan.virtual_batch_size for bn in plan.batch_norms
-    )
+_SETTINGS = {
+    GhostBatchNorm: ("virtual_batch_size", "eps", "training"),
+    AttentiveTransformer: ("mask_type", "mask_fn", "training"),
+}
+
+
+def _sources(module: nn.Module) -> tuple[tuple[dict[str, Any], str, Any], ...]:
+    """Every ``(dict, name, object)`` a plan of ``module`` depends on: the submodule and
+    parameter entries of ``module`` and all its descendants, and the settings the plan reads."""
+    out: list[tuple[dict[str, Any], str, Any]] = []
+    for m in module.modules():
+        out += [(m._modules, name, sub) for name, sub in m._modules.items()]
+        out += [(m._parameters, name, p) for name, p in m._parameters.items()]
+        out += [(m._buffers, name, b) for name, b in m._buffers.items()]
+        for name in _SETTINGS.get(type(m), ()):
+            out.append((m.__dict__, name, m.__dict__.get(name, _MISSING)))
+    return tuple(out)
 
 
 def _has_hooks(module: nn.Module) -> bool:

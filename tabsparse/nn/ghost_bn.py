@@ -1,39 +1,29 @@
-"""Ghost batch normalisation: batch norm over small virtual batches.
+"""Ghost batch normalisation as a module: parameters and running statistics.
 
-During training a batch of ``n`` rows is cut into ``k = ceil(n / virtual_batch_size)`` virtual
-batches of near-equal size (sizes differ by at most one row, so there is never a ragged one-row
-tail) and each one is normalised with its own statistics. Virtual batch ``i`` holds rows ``i, i + k,
-i + 2k, ...`` (batches are shuffled, so any fixed assignment is as random as another): when ``k``
-divides ``n`` the ``(n, C)`` batch *is* a ``(n / k, k * C)`` matrix with one column per virtual
-batch and channel, and a single call of PyTorch's fused batch norm normalises all of them without
-copying anything. The trainer makes batch sizes multiples of ``k`` where it can; other sizes take
-two calls and a few copies. No Python loop over virtual batches either way.
-
-In eval mode the layer is an ordinary batch norm with the running statistics and never branches on
-the batch size, so it exports with a dynamic batch dimension.
+In training a batch is normalised over virtual batches of about ``virtual_batch_size`` rows
+(:func:`tabsparse.nn.functional.ghost_batch_norm` holds the math); in eval mode the layer is an
+ordinary batch norm with the running statistics and never branches on the batch size, so it
+exports with a dynamic batch dimension. This module keeps the running statistics: each training
+call records its virtual batches' statistics, folded in lazily (:meth:`flush_statistics`).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 from torch import nn
 
+from tabsparse.nn import functional as F
+from tabsparse.nn.functional import virtual_batches
+
+__all__ = ["GhostBatchNorm", "flush_statistics", "virtual_batches"]
+
 _STAT_BUFFERS = frozenset({"running_mean", "running_var", "num_batches_tracked"})
 _FLUSH_EVERY = 64  # bounds the memory held by recorded statistics
 
 # statistics of one training call: (mean (k, C), 1 / sqrt(biased var + eps) (k, C), rows) per part
-_Update = list[tuple[torch.Tensor, torch.Tensor, int]]
-
-
-def virtual_batches(n: int, virtual_batch_size: int) -> tuple[int, int, int]:
-    """``(k, size, extra)``: ``n`` rows make ``k = ceil(n / virtual_batch_size)`` virtual
-    batches; ``extra`` of them hold ``size + 1`` rows, the others ``size``."""
-    k = max(1, math.ceil(n / virtual_batch_size))
-    size, extra = divmod(n, k)
-    return k, size, extra
+_Update = F.Stats
 
 
 class GhostBatchNorm(nn.Module):
@@ -201,25 +191,21 @@ class GhostBatchNorm(nn.Module):
 
     def eval_affine(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(scale, shift)`` with ``eval_output = x * scale + shift`` (running statistics)."""
-        scale = self.weight * torch.rsqrt(self.running_var + self.eps)
-        return scale, self.bias - self.running_mean * scale
+        return F.eval_affine(self.weight, self.bias, self.running_mean, self.running_var, self.eps)
+
+    def norm(self) -> F.Norm:
+        """How this layer normalises now, for the functions of :mod:`tabsparse.nn.functional`
+        (training: virtual batches; eval: the running statistics)."""
+        if self.training:
+            return F.Norm(True, self.virtual_batch_size, self.eps)
+        return F.Norm(False, self.virtual_batch_size, self.eps, self.running_mean, self.running_var)
 
     # ---- forward -----------------------------------------------------------------------------
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not self.training:
-            scale, shift = self.eval_affine()
-            return torch.addcmul(shift, x, scale)
-        n, c = x.shape
-        k, size, extra = virtual_batches(n, self.virtual_batch_size)
-        if size == 1 and extra == 0:  # one-row virtual batches normalise to zero
-            return self.bias.expand(n, c) + 0.0 * x
-        if extra == 0:  # virtual batch i = rows i, i + k, ...: a free (size, k * c) view
-            out, part = self._normalise(x.reshape(size, k * c), c)
-            out, update = out.view(n, c), [part]
-        else:
-            out, update = self._normalise_ragged(x, k, size, extra)
-        self.record(update)
-        return torch.addcmul(self.bias, out, self.weight)
+        out, stats = F.batch_norm(x, self.weight, self.bias, self.norm())
+        if stats:
+            self.record(stats)
+        return out
 
     def record(self, update: _Update) -> None:
         """Record one training call's virtual-batch statistics (``(mean, invstd, rows)`` per
@@ -250,38 +236,6 @@ class GhostBatchNorm(nn.Module):
         running_mean.lerp_(means.mean(0), w)
         running_var.lerp_(variances.mean(0), w)
         tracked.add_(1)
-
-    def _normalise(
-        self, side: torch.Tensor, c: int
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, int]]:
-        """Batch-normalise each column of ``side`` (no affine) with one fused call; also return
-        the statistics of its virtual batches (``c`` channels each)."""
-        out, mean, invstd = torch.native_batch_norm(
-            side, None, None, None, None, True, 0.0, self.eps
-        )
-        return out, (mean.view(-1, c), invstd.view(-1, c), side.shape[0])
-
-    def _normalise_ragged(
-        self, x: torch.Tensor, k: int, size: int, extra: int
-    ) -> tuple[torch.Tensor, _Update]:
-        """Virtual batches ``i::k`` when ``k`` does not divide the batch: the first ``extra``
-        hold ``size + 1`` rows (the last rows of the batch), the others ``size``."""
-        c = x.shape[1]
-        head = x[: size * k].reshape(size, k, c)
-        tail = x[size * k :].reshape(1, extra, c)
-        big = torch.cat([head[:, :extra], tail]).reshape(size + 1, extra * c)
-        out_big, part = self._normalise(big, c)
-        out_big = out_big.view(size + 1, extra, c)
-        update = [part]
-        small = head[:, extra:]
-        if size == 1:  # one-row virtual batches normalise to zero (and teach no statistics)
-            out_small = small * 0.0
-        else:
-            out_small, part = self._normalise(small.reshape(size, -1), c)
-            out_small = out_small.view(size, k - extra, c)
-            update.append(part)
-        body = torch.cat([out_big[:size], out_small], dim=1)
-        return torch.cat([body.view(size * k, c), out_big[size]]), update
 
 
 def _uniform(pending: list[_Update]) -> bool:

@@ -12,6 +12,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from tabsparse.nn import functional as F
 from tabsparse.nn.encoder import TabNetEncoder
 from tabsparse.nn.inputs import TabularInput
 
@@ -96,9 +97,15 @@ class TabNetBody(nn.Module):
             group_index=[group_of[c] for c in channel_columns],
             **encoder_kwargs,  # type: ignore[arg-type]
         )
-        sizes = torch.bincount(torch.as_tensor(group_of), minlength=max(group_of) + 1)
+        # group sizes counted in Python, so the network also builds on the meta device
+        # (model files check a file's tensors against a meta-device build)
+        sizes = [0] * (max(group_of) + 1)
+        for g in group_of:
+            sizes[g] += 1
         self.register_buffer("column_group", torch.as_tensor(group_of, dtype=torch.int64))
-        self.register_buffer("column_weight", 1.0 / sizes[group_of].to(torch.float32))
+        self.register_buffer(
+            "column_weight", 1.0 / torch.tensor([sizes[g] for g in group_of], dtype=torch.float32)
+        )
         self.identity_groups = group_of == list(range(n_features))
 
     def column_masks(self, masks: torch.Tensor) -> torch.Tensor:
@@ -123,15 +130,7 @@ class TabNetBody(nn.Module):
         back to the plain mean of its masks. (Computed over groups, then spread over columns:
         spreading is linear and keeps row sums.)
         """
-        # sum over steps as multiply-adds in place (an einsum permutes and copies the masks)
-        agg = masks[0] * step_importance[0].unsqueeze(-1)
-        for mask, eta in zip(masks[1:], step_importance[1:], strict=True):
-            agg.addcmul_(mask, eta.unsqueeze(-1))
-        total = agg.sum(dim=1, keepdim=True)
-        dead = total <= 0
-        agg.div_(total.clamp_min_(1e-30))
-        if torch.compiler.is_compiling() or bool(dead.any()):  # exported programs: no branch
-            agg = torch.where(dead, masks.mean(dim=0), agg)
+        agg = F.importances(masks, step_importance)
         return self.column_masks(agg)
 
 

@@ -11,29 +11,44 @@ or entmax-1.5.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from typing import cast
 
 import torch
 from torch import nn
 
-from tabsparse.nn.fused import GLUStack, LinearGhostBN, apply, stack_shape
+from tabsparse.nn import functional as F
+from tabsparse.nn.functional import SQRT_HALF
 from tabsparse.nn.ghost_bn import GhostBatchNorm
-from tabsparse.nn.glu import glu
-from tabsparse.sparsemax import entmax15, sparsemax
 
-SQRT_HALF = math.sqrt(0.5)
-MASK_FUNCTIONS = {"sparsemax": sparsemax, "entmax": entmax15}
+__all__ = [
+    "SQRT_HALF",
+    "AttentiveTransformer",
+    "FeatureTransformer",
+    "GLUBlock",
+    "GLULayer",
+    "make_linears",
+    "run_glu_layers",
+]
+MASK_TYPES = ("sparsemax", "entmax")
 
 
-def linear_bn(fc: nn.Linear, bn: GhostBatchNorm, x: torch.Tensor) -> torch.Tensor:
-    """``bn(fc(x))``; in eval mode the batch norm is folded into the (bias-free) linear layer,
-    one ``addmm`` instead of a matrix product and a pass over its output."""
-    if bn.training or fc.bias is not None:
-        return bn(fc(x))
-    scale, shift = bn.eval_affine()
-    return torch.addmm(shift, x, (fc.weight * scale.unsqueeze(1)).t())
+def run_glu_layers(
+    x: torch.Tensor, layers: Sequence[tuple[nn.Linear, GhostBatchNorm, bool]]
+) -> torch.Tensor:
+    """:func:`tabsparse.nn.functional.glu_stack` over ``(linear, batch norm, residual)``
+    modules; records the batch norms' training statistics in them."""
+    stats: list[F.Stats] = []
+    out = F.glu_stack(
+        x,
+        [(fc.weight, bn.weight, bn.bias) for fc, bn, _ in layers],
+        [res for _, _, res in layers],
+        [bn.norm() for _, bn, _ in layers],
+        stats=stats,
+    )
+    for (_, bn, _), st in zip(layers, stats, strict=False):  # no statistics in eval
+        if st:
+            bn.record(st)
+    return out
 
 
 class GLULayer(nn.Module):
@@ -55,7 +70,7 @@ class GLULayer(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return glu(linear_bn(self.fc, self.bn, x))
+        return run_glu_layers(x, [(self.fc, self.bn, False)])
 
 
 class GLUBlock(nn.Module):
@@ -75,13 +90,16 @@ class GLUBlock(nn.Module):
             GLULayer(fc, virtual_batch_size=virtual_batch_size, momentum=momentum) for fc in fcs
         )
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def glu_layers(self) -> list[tuple[nn.Linear, GhostBatchNorm, bool]]:
+        """``(linear, batch norm, residual)`` of each layer in order."""
+        layers = []
         for i, layer in enumerate(self.layers):
-            if i == 0 and self.first:
-                x = layer(x)
-            else:
-                x = (x + layer(x)) * SQRT_HALF
-        return x
+            assert isinstance(layer, GLULayer)
+            layers.append((layer.fc, layer.bn, not (i == 0 and self.first)))
+        return layers
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return run_glu_layers(x, self.glu_layers())
 
 
 def make_linears(n_in: int, n_out: int, n_layers: int) -> list[nn.Linear]:
@@ -142,41 +160,7 @@ class FeatureTransformer(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.training:
-            fused = self._fused(x)
-            if fused is not None:
-                return cast(torch.Tensor, fused)
-        if self.shared is not None:
-            x = self.shared(x)
-        if self.independent is not None:
-            x = self.independent(x)
-        return x
-
-    def forward_split(self, x: torch.Tensor, split: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(relu(out[:, :split]), out[:, split:])`` of ``out = self(x)`` (a TabNet step's
-        decision and attention features), in training mode from one autograd node. Runs no
-        hooks: the caller calls the module instead where it has some."""
-        if self.training:
-            fused = self._fused(x, split)
-            if fused is not None:
-                return cast("tuple[torch.Tensor, torch.Tensor]", fused)
-        out = self.forward(x)
-        return torch.relu(out[:, :split]), out[:, split:]
-
-    def _fused(
-        self, x: torch.Tensor, split: int | None = None
-    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None:
-        """Training-mode forward as one autograd node (:class:`~tabsparse.nn.fused.GLUStack`),
-        or None where that path does not apply."""
-        layers = self.glu_layers()
-        shape = stack_shape(x, [(fc, bn) for fc, bn, _ in layers])
-        if shape is None:
-            return None
-        params = [p for fc, bn, _ in layers for p in (fc.weight, bn.weight, bn.bias)]
-        residual = tuple(res for _, _, res in layers)
-        out: torch.Tensor | tuple[torch.Tensor, torch.Tensor]
-        out = apply(GLUStack, x, residual, [bn for _, bn, _ in layers], *shape, split, *params)
-        return out
+        return run_glu_layers(x, self.glu_layers())
 
     def glu_layers(self) -> list[tuple[nn.Linear, GhostBatchNorm, bool]]:
         """``(linear, batch norm, residual)`` of each GLU layer in order, shared ones first;
@@ -184,9 +168,8 @@ class FeatureTransformer(nn.Module):
         layers = []
         for block in (self.shared, self.independent):
             if block is not None:
-                for i, layer in enumerate(block.layers):
-                    assert isinstance(layer, GLULayer)
-                    layers.append((layer.fc, layer.bn, not (i == 0 and block.first)))
+                assert isinstance(block, GLUBlock)
+                layers += block.glu_layers()
         return layers
 
 
@@ -194,7 +177,11 @@ class AttentiveTransformer(nn.Module):
     """Mask for one step: ``mask_fn(prior * GBN(Linear(a)))`` over feature groups.
 
     ``(n, n_a), (n, n_groups) -> (n, n_groups)``; each row of the mask sums to one.
+    ``mask_fn`` (an attribute) computes sparsemax / entmax-1.5: the library's search by
+    default; export sets :func:`tabsparse.nn.functional.sorted_masks` (branch-free) on its copy.
     """
+
+    mask_fn: F.MaskFn = staticmethod(F.search_masks)  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -206,19 +193,24 @@ class AttentiveTransformer(nn.Module):
         momentum: float,
     ) -> None:
         super().__init__()
-        if mask_type not in MASK_FUNCTIONS:
-            raise ValueError(f"{mask_type=} must be one of {sorted(MASK_FUNCTIONS)}")
+        if mask_type not in MASK_TYPES:
+            raise ValueError(f"{mask_type=} must be one of {sorted(MASK_TYPES)}")
         self.mask_type = mask_type
         self.fc = nn.Linear(n_a, n_groups, bias=False)
         self.bn = GhostBatchNorm(n_groups, virtual_batch_size=virtual_batch_size, momentum=momentum)
 
     def forward(self, a: torch.Tensor, prior: torch.Tensor | None = None) -> torch.Tensor:
         """``prior=None`` stands for a prior of ones (the first step)."""
-        shape = stack_shape(a, [(self.fc, self.bn)]) if self.training else None
-        if shape is None:
-            logits = linear_bn(self.fc, self.bn, a)
-        else:  # one autograd node (tabsparse.nn.fused)
-            logits = apply(
-                LinearGhostBN, a, self.bn, *shape, self.fc.weight, self.bn.weight, self.bn.bias
-            )
-        return MASK_FUNCTIONS[self.mask_type](logits if prior is None else logits * prior, dim=-1)
+        stats: list[F.Stats] = []
+        mask = F.attention_mask(
+            a,
+            prior,
+            (self.fc.weight, self.bn.weight, self.bn.bias),
+            self.bn.norm(),
+            self.mask_fn,
+            self.mask_type == "entmax",
+            stats=stats,
+        )
+        if stats and stats[0]:
+            self.bn.record(stats[0])
+        return mask
