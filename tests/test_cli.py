@@ -14,7 +14,7 @@ import pytest
 
 import tabsparse
 from tabsparse import TabNetClassifier, TabNetRegressor
-from tabsparse.cli import CliError, infer_task, main, parse_value
+from tabsparse.cli import CliError, infer_task, main, parse_value, read_table
 
 TINY = ["max_epochs=2", "n_d=4", "n_a=4", "n_steps=2", "random_state=0"]
 N_ROWS = 160
@@ -249,6 +249,56 @@ def test_parse_value(text: str, value: object) -> None:
     assert parsed == value and type(parsed) is type(value)
 
 
+def test_semicolon_and_tab_separated_files(
+    capsys: pytest.CaptureFixture[str], workdir: Path, classifier_file: Path
+) -> None:
+    comma = workdir / "sep_comma.csv"
+    assert run(capsys, "predict", classifier_file, workdir / "new.csv", "-o", comma)[0] == 0
+    new = make_frame(n=40, seed=1)
+    new.to_csv(workdir / "new_semi.csv", sep=";", index=False)
+    new.to_csv(workdir / "new_tab.csv.gz", sep="\t", index=False)
+    pd.testing.assert_frame_equal(read_table(str(workdir / "new_semi.csv")), new)
+    for data, extra in [
+        ("new_semi.csv", []),  # sniffed from the header line
+        ("new_semi.csv", ["--sep", ";"]),
+        ("new_tab.csv.gz", []),
+        ("new_tab.csv.gz", ["--sep", "tab"]),
+    ]:
+        out = workdir / "sep_other.csv"
+        rc, _, err = run(capsys, "predict", classifier_file, workdir / data, "-o", out, *extra)
+        assert rc == 0, (data, extra, err)
+        pd.testing.assert_frame_equal(pd.read_csv(out), pd.read_csv(comma))
+    # a separator given explicitly is used as given: ';' data read with ',' has no column 'a'
+    rc, _, err = run(
+        capsys, "predict", classifier_file, workdir / "new_semi.csv", "-o", out, "--sep", ","
+    )
+    assert_one_line_error(rc, err, "column(s) the model needs", "'a'")
+    rc, _, err = run(
+        capsys, "predict", classifier_file, workdir / "new.csv", "-o", out, "--sep", ";;"
+    )
+    assert rc == 2 and "expected one character" in err
+
+
+def test_header_only_file_gives_an_empty_output(
+    capsys: pytest.CaptureFixture[str], workdir: Path, classifier_file: Path, regressor_file: Path
+) -> None:
+    header_only = workdir / "header_only.csv"
+    make_frame(n=40, seed=1).iloc[:0].to_csv(header_only, index=False)
+    assert header_only.read_text().strip() == "a,b,c,label,amount"
+    for model, extra, columns in [
+        (classifier_file, [], ["prediction"]),
+        (classifier_file, ["--proba"], ["no", "yes"]),
+        (regressor_file, [], ["prediction"]),
+    ]:
+        out = workdir / "empty_pred.csv"
+        rc, stdout, err = run(capsys, "predict", model, header_only, "-o", out, *extra)
+        assert (rc, stdout, err) == (0, "", ""), err
+        assert out.read_text().splitlines() == [",".join(columns)]
+        full = workdir / "full_pred.csv"
+        assert run(capsys, "predict", model, workdir / "new.csv", "-o", full, *extra)[0] == 0
+        assert pd.read_csv(full).columns.tolist() == columns  # the same columns as with rows
+
+
 def test_version_in_process(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(capsys, "--version")
     assert rc == 0 and out.strip() == f"tabsparse {tabsparse.__version__}"
@@ -433,7 +483,7 @@ def test_debug_shows_the_exception(capsys: pytest.CaptureFixture[str], tmp_path:
 def test_unexpected_errors_are_one_line_too(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def boom(path: str) -> None:
+    def boom(path: str, sep: str | None = None) -> None:
         raise RuntimeError("something broke\nbadly")
 
     monkeypatch.setattr("tabsparse.cli._fit.read_table", boom)
@@ -446,7 +496,7 @@ def test_unexpected_errors_are_one_line_too(
 def test_warnings_are_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def warn_then_fail(path: str) -> None:
+    def warn_then_fail(path: str, sep: str | None = None) -> None:
         warnings.warn("careful\nnow", UserWarning, stacklevel=1)
         raise CliError("stop")
 

@@ -21,7 +21,7 @@ def run(args: argparse.Namespace) -> int:
         if args.plot == "-":
             raise CliError("the plot cannot be written to stdout; give a file name to --plot")
     model = _load_model(args.model, predicts=False)
-    X = _model_features(model, read_table(args.data), args.data)
+    X = _model_features(model, read_table(args.data, args.sep), args.data)
     explanation = model.explain(X)
     _write_csv(explanation.to_frame(), args.output)
     if args.plot is not None:

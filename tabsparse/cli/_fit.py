@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     _check_output_file(args.output, "model")
     if args.output == "-":
         raise CliError("the model cannot be written to stdout; give a file name with -o")
-    data = read_table(args.data)
+    data = read_table(args.data, args.sep)
     _missing_columns([args.target], data, args.data, "target column")
     drop = list(dict.fromkeys(args.drop or []))
     _missing_columns(drop, data, args.data, "column(s) to drop")

@@ -26,6 +26,15 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _separator(text: str) -> str:
+    """A ``--sep`` value: one character; ``tab`` or ``\\t`` for a tab."""
+    if text.lower() in ("tab", "\\t"):
+        return "\t"
+    if len(text) != 1:
+        raise argparse.ArgumentTypeError(f"expected one character (or 'tab'), got {text!r}")
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``tabsparse`` command."""
     from tabsparse import __version__
@@ -46,11 +55,19 @@ def build_parser() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help="show full tracebacks instead of one-line errors",
     )
+    data_options = _Parser(add_help=False)
+    data_options.add_argument(
+        "--sep",
+        type=_separator,
+        metavar="CHAR",
+        help="field separator of a CSV data file ('tab' for tabs); default: a comma, or ';', "
+        "tab or '|' when the header line holds no comma but one of these",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     fit = sub.add_parser(
         "fit",
-        parents=[common],
+        parents=[common, data_options],
         help="fit a model on a data file and save it",
         description="Fit a TabNetClassifier or TabNetRegressor on DATA and write it to MODEL.",
     )
@@ -81,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     predict = sub.add_parser(
         "predict",
-        parents=[common],
+        parents=[common, data_options],
         help="predict with a saved model",
         description="Write the predictions of MODEL for the rows of DATA to a CSV file.",
     )
@@ -96,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     explain = sub.add_parser(
         "explain",
-        parents=[common],
+        parents=[common, data_options],
         help="per-row feature importances",
         description="Write the per-row feature importances of MODEL on DATA to a CSV file "
         "(one column per feature, rows summing to one), and optionally plot the attention masks.",

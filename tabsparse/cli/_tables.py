@@ -13,6 +13,8 @@ if TYPE_CHECKING:
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
 PYARROW_MISSING = "reading Parquet files needs pyarrow: pip install 'tabsparse[parquet]'"
+#: Separators recognised when a CSV file's header line holds none of the default commas.
+SNIFFED_SEPARATORS = (";", "\t", "|")
 
 
 def _check_input_file(path: str, what: str) -> Path:
@@ -24,7 +26,7 @@ def _check_input_file(path: str, what: str) -> Path:
     return p
 
 
-def read_table(path: str) -> pd.DataFrame:
+def read_table(path: str, sep: str | None = None) -> pd.DataFrame:
     """Read a data file: Parquet by extension (``.parquet``, ``.pq``), CSV otherwise.
 
     Parameters
@@ -32,6 +34,10 @@ def read_table(path: str) -> pd.DataFrame:
     path : str
         The file. CSV may be compressed; the compression is inferred from the extension
         (``.gz``, ``.bz2``, ``.zip``, ``.xz``, ``.zst``).
+    sep : str, optional
+        The field separator of a CSV file (ignored for Parquet). By default a comma, unless
+        the header line read with commas is one column whose name holds ``;``, a tab or ``|``:
+        then the most frequent of these (see :func:`sniff_separator`).
 
     Returns
     -------
@@ -54,11 +60,25 @@ def read_table(path: str) -> pd.DataFrame:
             raise CliError(PYARROW_MISSING) from exc
         return pd.read_parquet(p, engine="pyarrow")
     try:
-        return pd.read_csv(p)
+        return pd.read_csv(p, sep=sniff_separator(p) if sep is None else sep)
     except pd.errors.EmptyDataError as exc:
         raise CliError(f"data file {path} is empty") from exc
     except UnicodeDecodeError as exc:
         raise CliError(f"data file {path} is not a text CSV file ({exc.reason})") from exc
+
+
+def sniff_separator(path: Path) -> str:
+    """The separator of a CSV file: ``,`` unless its header line, read with commas, is a single
+    column whose name holds one of :data:`SNIFFED_SEPARATORS`; then the most frequent of them
+    (so ``a;b;c`` gives ``;``). A one-column file whose name holds none of them keeps ``,``."""
+    import pandas as pd
+
+    names = pd.read_csv(path, nrows=0).columns
+    if len(names) != 1:
+        return ","
+    counts = {sep: str(names[0]).count(sep) for sep in SNIFFED_SEPARATORS}
+    best = max(counts, key=lambda sep: counts[sep])
+    return best if counts[best] > 0 else ","
 
 
 def _missing_columns(names: Sequence[str], frame: pd.DataFrame, path: str, what: str) -> None:
