@@ -1,13 +1,16 @@
 """Conversion of raw tables into the two arrays the network consumes.
 
-:class:`TableEncoder` turns a table -- a pandas DataFrame as it comes, a 2-D numpy
-array or a list of rows -- into an :class:`EncodedTable`: a float32 block of
+:class:`TableEncoder` turns a table -- a pandas DataFrame as it comes, a polars
+DataFrame, a pyarrow Table or anything with the Arrow or dataframe-interchange
+protocol (converted once by :func:`as_pandas`, see :mod:`tabsparse.data.frames`),
+a 2-D numpy array or a list of rows -- into an :class:`EncodedTable`: a float32 block of
 numeric columns and an int64 block of category codes. It learns what it needs
 (column kinds, category vocabularies, numeric statistics) with :meth:`fit`, or
 chunk by chunk with :meth:`partial_fit` for data larger than memory, and its
 state round-trips through JSON (:meth:`TableEncoder.to_dict` /
 :meth:`TableEncoder.from_dict`) so that a non-Python consumer can encode rows
-from the stored specification. This module depends on numpy and pandas only.
+from the stored specification. This package depends on numpy and pandas only
+(and on pyarrow when a table from another library arrives).
 
 Encoding
 --------
@@ -122,6 +125,7 @@ from __future__ import annotations
 from tabsparse.data.categories import Category
 from tabsparse.data.encoded import CODE_MISSING, CODE_OFFSET, CODE_UNSEEN, EncodedTable
 from tabsparse.data.encoder import EncoderNotFittedError, TableEncoder, describe_columns
+from tabsparse.data.frames import as_pandas
 from tabsparse.data.state import STATE_VERSION
 
 __all__ = [
@@ -133,5 +137,6 @@ __all__ = [
     "EncodedTable",
     "EncoderNotFittedError",
     "TableEncoder",
+    "as_pandas",
     "describe_columns",
 ]

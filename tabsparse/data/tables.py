@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tabsparse.data.frames import as_pandas
+
 
 @dataclass
 class _Table:
@@ -37,7 +39,11 @@ def _is_scipy_sparse(X: object) -> bool:
 
 
 def _as_table(X: object) -> _Table:
-    """Validate ``X`` and wrap it as a :class:`_Table` without copying data."""
+    """Validate ``X`` and wrap it as a :class:`_Table` without copying data.
+
+    Tables from other libraries (polars, pyarrow, ...) are converted to pandas first.
+    """
+    X = as_pandas(X)
     if _is_scipy_sparse(X):
         raise TypeError(
             "A sparse matrix was passed, but dense input is required; "
