@@ -27,6 +27,7 @@ from tabsparse._compat import HasMethods, Interval, StrOptions, _check_sample_we
 from tabsparse.compiling import COMPILE_MODES
 from tabsparse.data import EncodedTable, TableEncoder
 from tabsparse.distributed import broadcast_int, detect
+from tabsparse.estimators._targets import Target, target_of
 from tabsparse.explain import Explanation
 from tabsparse.nn.network import TabNet
 from tabsparse.progress import progress_callbacks
@@ -250,24 +251,44 @@ class TabNetBase(BaseEstimator):
         self.distributed = distributed
         self.pretrained = pretrained
 
-    # ---- hooks the subclasses implement -------------------------------------------------------
-    def _prepare_target(self, y: Any, *, fitting: bool) -> np.ndarray:
+    # ---- the target: one object per kind (tabsparse.estimators._targets) ----------------------
+    _target_attributes: tuple[str, ...] = ()  # fitted attributes that hold the target's state
+
+    def _target_kind_for(self, y: Any) -> type[Target]:
+        """The kind of target a fit's ``y`` is."""
         raise NotImplementedError
+
+    def _target(self) -> Target:
+        """The target the last fit learned (read from the fitted attributes)."""
+        return target_of(self)
+
+    def _prepare_target(self, y: Any, *, fitting: bool) -> np.ndarray:
+        """Encode ``y``; when ``fitting``, learn the target from it first."""
+        params = self.get_params(deep=False)
+        if not fitting:
+            target = self._target()
+            type(target).check_params(params)
+            return target.encode(y)
+        kind = self._target_kind_for(y)
+        kind.check_params(params)
+        target, encoded = kind.fit(y)
+        for name in self._target_attributes:
+            self.__dict__.pop(name, None)
+        for name, value in target.attributes().items():
+            setattr(self, name, value)
+        return encoded
 
     def _n_outputs(self) -> int:
-        raise NotImplementedError
+        return self._target().n_network_outputs
 
     def _loss_fn(self) -> LossFn:
-        raise NotImplementedError
+        return self._target().loss()
 
     def _target_tensor(self, y: np.ndarray, device: torch.device) -> torch.Tensor:
-        raise NotImplementedError
+        return self._target().tensor(y, device)
 
-    def _split_stratify(self, y: np.ndarray) -> np.ndarray | None:
-        return None
-
-    def _outputs_from_logits(self, logits: torch.Tensor) -> dict[str, np.ndarray]:
-        raise NotImplementedError
+    def _outputs_from_logits(self, logits: torch.Tensor) -> dict[str, Any]:
+        return self._target().outputs(logits)
 
     # ---- fit template --------------------------------------------------------------------------
     def fit(
@@ -463,7 +484,8 @@ class TabNetBase(BaseEstimator):
         if X_val is not None:
             val_parts = self._val_table(X_val, y_val, sample_weight_val)
         elif self._use_early_stopping(len(y_arr)):
-            train_idx, val_idx = self._split(len(y_arr), rng, y_arr)
+            strata = self._target().stratify(y_arr)
+            train_idx, val_idx = self._split(len(y_arr), rng, strata)
             val_parts = (
                 encoded.take(val_idx),
                 y_arr[val_idx],
@@ -541,8 +563,13 @@ class TabNetBase(BaseEstimator):
         return bool(self.early_stopping)
 
     def _split(
-        self, n: int, rng: np.random.Generator, y: np.ndarray
+        self, n: int, rng: np.random.Generator, strata: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray]:
+        """Training and validation row indices (sorted); stratified on ``strata`` if given.
+
+        Not ``sklearn.model_selection.train_test_split(stratify=...)``: it draws other rows
+        (its own rounding per class and a different use of the random stream), so it would
+        change every early-stopped fit."""
         n_val = max(1, int(round(n * self.validation_fraction)))
         if n - n_val < 1:
             raise ValueError(
@@ -550,7 +577,6 @@ class TabNetBase(BaseEstimator):
                 f"{self.validation_fraction} of {n} rows leaves an empty part; pass X_val/y_val, "
                 "use more rows or set early_stopping=False"
             )
-        strata = self._split_stratify(y)
         if strata is None:
             perm = rng.permutation(n)
             return np.sort(perm[n_val:]), np.sort(perm[:n_val])
@@ -677,16 +703,13 @@ class TabNetBase(BaseEstimator):
 
         def score(logits: torch.Tensor, data: TensorData) -> float:
             assert data.target is not None
-            y_true = self._target_for_scoring(data.target)
+            y_true = self._target().true_values(data.target)
             view = _FrozenOutputs(self, self._outputs_from_logits(logits))
             weight = None if data.weight is None else data.weight.cpu().numpy()
             kwargs = {} if weight is None else {"sample_weight": weight}
             return float(scorer(view, np.empty((len(y_true), 0)), y_true, **kwargs))
 
         return score
-
-    def _target_for_scoring(self, target: torch.Tensor) -> np.ndarray:
-        raise NotImplementedError
 
     def _importances_on_sample(self, data: TensorData, rng: np.random.Generator) -> np.ndarray:
         n = len(data)

@@ -37,7 +37,8 @@ Two kinds of 2-D ``y`` are recognised (scikit-learn's conventions,
   cross-entropy. ``classes_`` is a list of arrays and ``predict_proba`` a list of arrays,
   one per task, as for :class:`sklearn.multioutput.MultiOutputClassifier`.
 
-Nothing here imports the estimator: these are plain functions the classifier calls.
+Nothing here imports the estimator: these are the plain functions that parse and encode 2-D
+targets; the target objects of :mod:`tabsparse.estimators._targets` use them.
 """
 
 from __future__ import annotations
@@ -48,13 +49,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 import torch
-import torch.nn.functional as F
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_array
-
-from tabsparse.losses import sparsemax_loss
-from tabsparse.sparsemax import sparsemax
-from tabsparse.training import LossFn
 
 SINGLE = "single"
 MULTILABEL_SPARSEMAX = "multilabel-sparsemax"
@@ -210,67 +206,15 @@ def task_offsets(classes: list[np.ndarray]) -> list[int]:
     return [0, *np.cumsum([len(c) for c in classes]).tolist()]
 
 
-def n_network_outputs(kind: str, classes: Any) -> int:
-    """Width of the network's output layer for a target kind."""
-    if kind == MULTITASK:
-        return int(sum(len(c) for c in classes))
-    if kind == MULTILABEL_SPARSEMAX:
-        return len(classes) + 1  # the "no label" pseudo-label
-    return len(classes)
-
-
 def with_empty_label(target: torch.Tensor) -> torch.Tensor:
     """Append the "no label" column: 1 for rows without any label, else 0."""
     empty = (target.sum(dim=1, keepdim=True) <= 0).to(target.dtype)
     return torch.cat([target, empty], dim=1)
 
 
-def loss_fn(kind: str, classes: Any) -> LossFn:
-    """Per-row loss for a multi-label or multi-task target."""
-    if kind == MULTILABEL_SPARSEMAX:
-
-        def sparse(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-            return sparsemax_loss(logits, with_empty_label(target), reduction="none")
-
-        return sparse
-    if kind == MULTILABEL_BCE:
-
-        def bce(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-            per_label = F.binary_cross_entropy_with_logits(logits, target, reduction="none")
-            return per_label.mean(dim=1)
-
-        return bce
-    offsets = task_offsets(classes)
-
-    def tasks(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        total = logits.new_zeros(logits.shape[0])
-        for j in range(len(offsets) - 1):
-            part = logits[:, offsets[j] : offsets[j + 1]]
-            total = total + F.cross_entropy(part, target[:, j], reduction="none")
-        return total / (len(offsets) - 1)
-
-    return tasks
-
-
 def mean_label_count(y: np.ndarray) -> float:
     """``m`` of the module notes: mean labels per row, an empty row counting its pseudo-label."""
     return float(np.maximum(y.sum(axis=1), 1.0).mean())
-
-
-def multilabel_outputs(
-    kind: str, logits: torch.Tensor, n_labels: int, label_count: float
-) -> dict[str, np.ndarray]:
-    """Per-label probabilities and the predicted indicator matrix (int64 0 / 1)."""
-    z = logits.float()
-    if kind == MULTILABEL_SPARSEMAX:
-        full = sparsemax(z, dim=1).cpu().numpy().astype(np.float64)
-        share = full[:, :n_labels]  # the last column is the "no label" pseudo-label
-        proba = np.minimum(share * label_count, 1.0)
-        labels = (proba >= 0.5) & (share > 0.0)
-    else:
-        proba = torch.sigmoid(z.double()).cpu().numpy()
-        labels = proba >= 0.5
-    return {"predict_proba": proba, "predict": labels.astype(np.int64)}
 
 
 def stack_labels(classes: list[np.ndarray], codes: np.ndarray) -> np.ndarray:
@@ -298,26 +242,3 @@ def softmax(z: torch.Tensor) -> torch.Tensor:
         return torch.softmax(z, dim=1)
     e = torch.sub(z, z.amax(dim=1, keepdim=True)).exp_()
     return e.div_(e.sum(dim=1, keepdim=True))
-
-
-def multitask_outputs(logits: torch.Tensor, classes: list[np.ndarray]) -> dict[str, Any]:
-    """Per-task probabilities (a list) and the predicted labels ``(n_samples, n_tasks)``."""
-    offsets = task_offsets(classes)
-    z = logits.float()
-    probas = []
-    for j in range(len(classes)):
-        p = softmax(z[:, offsets[j] : offsets[j + 1]]).cpu().numpy()
-        p = p.astype(np.float64)
-        probas.append(p / p.sum(axis=1, keepdims=True))
-    codes = np.column_stack([p.argmax(axis=1) for p in probas])
-    return {"predict_proba": probas, "predict": stack_labels(classes, codes)}
-
-
-def multitask_log_proba(logits: torch.Tensor, classes: list[np.ndarray]) -> list[np.ndarray]:
-    """Per-task log-probabilities."""
-    offsets = task_offsets(classes)
-    z = logits.double()
-    return [
-        torch.log_softmax(z[:, offsets[j] : offsets[j + 1]], dim=1).cpu().numpy()
-        for j in range(len(classes))
-    ]

@@ -6,18 +6,20 @@ import os
 from typing import Any
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 from sklearn.base import ClassifierMixin
-from sklearn.utils import column_or_1d
 from sklearn.utils.class_weight import compute_sample_weight
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_array, check_is_fitted
+from sklearn.utils.validation import check_is_fitted
 
 from tabsparse._compat import StrOptions
 from tabsparse.estimators import _multioutput as mo
 from tabsparse.estimators._base import TabNetBase
-from tabsparse.training import LossFn
+from tabsparse.estimators._targets import (
+    ClassLabels,
+    MultiLabel,
+    Target,
+    classification_kind,
+    labels_1d,
+)
 
 
 class TabNetClassifier(ClassifierMixin, TabNetBase):
@@ -185,9 +187,11 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         "multilabel_loss": [StrOptions({"sparsemax", "bce"})],
     }
 
-    # The kind of target of the last fit (see ``_multioutput``); a class attribute so that
-    # estimators restored from files written before multi-output support are single-output.
-    _target_kind: str = mo.SINGLE
+    # The kind of target of the last fit (a ``Target.name``, see ``_targets``); a class attribute
+    # so that estimators restored from files written before multi-output support are
+    # single-output.
+    _target_kind: str = ClassLabels.name
+    _target_attributes = ("classes_", "n_outputs_", "_target_kind", "mean_label_count_")
     n_outputs_: int
     classes_: Any  # ndarray, or a list of ndarrays for a multi-task target
 
@@ -315,141 +319,24 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         )
         return self
 
-    @staticmethod
-    def _labels_1d(y: Any) -> np.ndarray:
-        y = check_array(y, ensure_2d=False, dtype=None, ensure_all_finite=True, input_name="y")
-        return column_or_1d(y, warn=True)
-
     def _class_weight_target(self, y: Any) -> np.ndarray:
         """The labels ``compute_sample_weight`` weighs: 1-D, or one column per task."""
-        if not mo.is_multi_column(y):
-            return self._labels_1d(y)
-        columns = mo.label_columns(y)
-        if mo.infer_kind(columns, self.multilabel_loss) in mo.MULTILABEL:
+        kind = classification_kind(y, self.multilabel_loss)
+        if kind is ClassLabels:
+            return labels_1d(y)
+        if issubclass(kind, MultiLabel):
             raise ValueError(
                 "class_weight is not supported for a multi-label y (an indicator matrix); "
                 "weight rows with sample_weight instead"
             )
+        columns = mo.label_columns(y)
         labels = np.empty((len(columns[0]), len(columns)), dtype=object)
         for j, col in enumerate(columns):
             labels[:, j] = col
         return labels
 
-    def _prepare_target(self, y: Any, *, fitting: bool) -> np.ndarray:
-        if fitting:
-            kind = mo.SINGLE
-            if mo.is_multi_column(y):
-                kind = mo.infer_kind(mo.label_columns(y), self.multilabel_loss)
-        else:
-            kind = self._target_kind
-            if kind == mo.SINGLE and mo.is_multi_column(y):
-                raise ValueError(
-                    f"y has {mo.n_columns(y)} columns, but the classifier was fitted on "
-                    f"{mo.describe(kind)}"
-                )
-        if kind != mo.SINGLE:
-            return self._prepare_multi_target(y, kind, fitting=fitting)
-        y = self._labels_1d(y)
-        check_classification_targets(y)
-        if fitting:
-            classes = np.unique(y)
-            if len(classes) < 2:
-                raise ValueError(
-                    f"{type(self).__name__} needs samples of at least 2 classes in y; "
-                    f"got only one class: {classes.tolist()[0]!r}"
-                )
-            self.classes_ = classes
-            self.n_outputs_ = 1
-            self._target_kind = mo.SINGLE
-            self.__dict__.pop("mean_label_count_", None)
-        codes = np.searchsorted(self.classes_, y)
-        codes = np.clip(codes, 0, len(self.classes_) - 1)
-        unseen = self.classes_[codes] != y
-        if np.any(unseen):
-            bad = np.unique(y[unseen])[:5].tolist()
-            raise ValueError(
-                f"y contains labels not seen when the classifier was first fitted: {bad}; "
-                f"known classes: {self.classes_.tolist()[:20]}"
-            )
-        return codes.astype(np.int64)
-
-    def _prepare_multi_target(self, y: Any, kind: str, *, fitting: bool) -> np.ndarray:
-        """Indicator matrix (multi-label, float32) or per-task codes (multi-task, int64)."""
-        if not mo.is_multi_column(y):
-            raise ValueError(
-                f"y has {mo.n_columns(y)} column(s), but the classifier was fitted on "
-                f"{mo.describe(kind)} with {self.n_outputs_} columns"
-            )
-        columns = mo.label_columns(y)
-        if not fitting and kind in mo.MULTILABEL:
-            fitted = "sparsemax" if kind == mo.MULTILABEL_SPARSEMAX else "bce"
-            if self.multilabel_loss != fitted:
-                raise ValueError(
-                    f"multilabel_loss={self.multilabel_loss!r}, but the network was fitted with "
-                    f"multilabel_loss={fitted!r}; a warm start cannot change it"
-                )
-        if kind in mo.MULTILABEL:
-            n_labels = len(columns) if fitting else self.n_outputs_
-            out = mo.indicator(columns, n_labels, fitting=fitting)
-            if fitting:
-                self.classes_ = np.arange(n_labels)
-                self.__dict__.pop("mean_label_count_", None)
-                if kind == mo.MULTILABEL_SPARSEMAX:
-                    self.mean_label_count_ = mo.mean_label_count(out)
-        else:
-            if isinstance(self.scoring, str) and self.scoring != "loss":
-                raise ValueError(
-                    f"scoring={self.scoring!r} cannot score a multi-task target: scikit-learn's "
-                    "metrics do not take multiclass-multioutput labels; use scoring='loss' or a "
-                    "callable scorer(estimator, X, y)"
-                )
-            classes, out = mo.encode_tasks(columns, None if fitting else self.classes_)
-            if fitting:
-                self.classes_ = classes
-                self.__dict__.pop("mean_label_count_", None)
-        if fitting:
-            self.n_outputs_ = len(columns)
-            self._target_kind = kind
-        return out
-
-    def _split_stratify(self, y: np.ndarray) -> np.ndarray | None:
-        return y if y.ndim == 1 else None  # stratify only a single column of labels
-
-    def _n_outputs(self) -> int:
-        if self._target_kind == mo.SINGLE:
-            return len(self.classes_)
-        return mo.n_network_outputs(self._target_kind, self.classes_)
-
-    def _loss_fn(self) -> LossFn:
-        if self._target_kind != mo.SINGLE:
-            return mo.loss_fn(self._target_kind, self.classes_)
-
-        def loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-            return F.cross_entropy(logits, target, reduction="none")
-
-        return loss
-
-    def _target_tensor(self, y: np.ndarray, device: torch.device) -> torch.Tensor:
-        dtype = np.float32 if self._target_kind in mo.MULTILABEL else np.int64
-        return torch.from_numpy(np.ascontiguousarray(y, dtype=dtype)).to(device)
-
-    def _target_for_scoring(self, target: torch.Tensor) -> np.ndarray:
-        codes = target.cpu().numpy()
-        if self._target_kind in mo.MULTILABEL:
-            return codes.astype(np.int64)
-        if self._target_kind == mo.MULTITASK:
-            return mo.stack_labels(self.classes_, codes)
-        return self.classes_[codes]
-
-    def _outputs_from_logits(self, logits: torch.Tensor) -> dict[str, Any]:
-        if self._target_kind in mo.MULTILABEL:
-            count = getattr(self, "mean_label_count_", 1.0)
-            return mo.multilabel_outputs(self._target_kind, logits, self.n_outputs_, count)
-        if self._target_kind == mo.MULTITASK:
-            return mo.multitask_outputs(logits, self.classes_)
-        proba = mo.softmax(logits.float()).cpu().numpy().astype(np.float64)
-        proba /= proba.sum(axis=1, keepdims=True)
-        return {"predict_proba": proba, "predict": self.classes_[proba.argmax(axis=1)]}
+    def _target_kind_for(self, y: Any) -> type[Target]:
+        return classification_kind(y, self.multilabel_loss)
 
     def predict_proba(self, X: Any) -> Any:
         """Class probabilities, shape (n_samples, n_classes), in the order of ``classes_``.
@@ -462,14 +349,8 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
 
     def predict_log_proba(self, X: Any) -> Any:
         """Logarithm of :meth:`predict_proba` (``-inf`` where a sparsemax score is zero)."""
-        logits = self._predict_logits(X)
-        if self._target_kind == mo.MULTITASK:
-            return mo.multitask_log_proba(logits, self.classes_)
-        if self._target_kind in mo.MULTILABEL:
-            proba = self._outputs_from_logits(logits)["predict_proba"]
-            with np.errstate(divide="ignore"):
-                return np.log(proba)
-        return torch.log_softmax(logits.double(), dim=1).cpu().numpy()
+        logits = self._predict_logits(X)  # checks that the classifier is fitted
+        return self._target().log_proba(logits)
 
     def predict(self, X: Any) -> np.ndarray:
         """Most probable class of each row (labels from ``classes_``).
@@ -485,18 +366,9 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         counts as correct only when every label / task is), as scikit-learn's
         :meth:`~sklearn.multioutput.MultiOutputClassifier.score`."""
         check_is_fitted(self)
-        if self._target_kind != mo.SINGLE and (
-            not mo.is_multi_column(y) or mo.n_columns(y) != self.n_outputs_
-        ):
-            raise ValueError(
-                f"y has {mo.n_columns(y)} column(s), but the classifier was fitted on "
-                f"{mo.describe(self._target_kind)} with {self.n_outputs_} columns"
-            )
-        if self._target_kind != mo.MULTITASK:
-            return float(super().score(X, y, sample_weight))
-        y_true = np.column_stack(mo.label_columns(y)).astype(object)
-        correct = np.all(y_true == self.predict(X).astype(object), axis=1)
-        return float(np.average(correct, weights=sample_weight))
+        target = self._target()
+        target.check_columns(y)
+        return target.score(y, self.predict(X), sample_weight)
 
     def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
         tags = super().__sklearn_tags__()

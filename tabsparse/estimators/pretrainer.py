@@ -251,7 +251,7 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
         if X_val is not None:
             val_table = self._encode(X_val, what="X_val")
         elif self._use_early_stopping(len(encoded)):
-            train_idx, val_idx = self._split(len(encoded), rng, np.empty(0))
+            train_idx, val_idx = self._split(len(encoded), rng, None)
             encoded, val_table = encoded.take(train_idx), encoded.take(val_idx)
         if not continuing:
             self.network_ = self._build_network(seed).to(device)

@@ -5,12 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import torch
 from sklearn.base import RegressorMixin
-from sklearn.utils.validation import check_array
 
 from tabsparse.estimators._base import TabNetBase
-from tabsparse.training import LossFn
+from tabsparse.estimators._targets import Regression, Target
 
 
 class TabNetRegressor(RegressorMixin, TabNetBase):
@@ -40,44 +38,10 @@ class TabNetRegressor(RegressorMixin, TabNetBase):
     (3,)
     """
 
-    def _prepare_target(self, y: Any, *, fitting: bool) -> np.ndarray:
-        y = check_array(
-            y, ensure_2d=False, dtype=np.float64, ensure_all_finite=True, input_name="y"
-        )
-        if y.ndim not in (1, 2):
-            raise ValueError(f"y must be 1-D or 2-D, got shape {y.shape}")
-        y2 = y.reshape(len(y), -1)
-        if fitting:
-            self._y_ndim = y.ndim
-            self.n_outputs_ = y2.shape[1]
-            self.target_mean_ = y2.mean(axis=0)
-            scale = y2.std(axis=0)
-            self.target_scale_ = np.where(scale > 0, scale, 1.0)
-        elif y2.shape[1] != self.n_outputs_:
-            raise ValueError(f"y has {y2.shape[1]} outputs, but the model has {self.n_outputs_}")
-        return ((y2 - self.target_mean_) / self.target_scale_).astype(np.float32)
+    _target_attributes = ("n_outputs_", "target_mean_", "target_scale_", "_y_ndim")
 
-    def _n_outputs(self) -> int:
-        return self.n_outputs_
-
-    def _loss_fn(self) -> LossFn:
-        def loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-            return ((pred - target) ** 2).mean(dim=1)
-
-        return loss
-
-    def _target_tensor(self, y: np.ndarray, device: torch.device) -> torch.Tensor:
-        return torch.from_numpy(np.ascontiguousarray(y, dtype=np.float32)).to(device)
-
-    def _unscale(self, z: np.ndarray) -> np.ndarray:
-        out = z.astype(np.float64) * self.target_scale_ + self.target_mean_
-        return out[:, 0] if self._y_ndim == 1 else out
-
-    def _target_for_scoring(self, target: torch.Tensor) -> np.ndarray:
-        return self._unscale(target.cpu().numpy())
-
-    def _outputs_from_logits(self, logits: torch.Tensor) -> dict[str, np.ndarray]:
-        return {"predict": self._unscale(logits.float().cpu().numpy())}
+    def _target_kind_for(self, y: Any) -> type[Target]:
+        return Regression
 
     def predict(self, X: Any) -> np.ndarray:
         """Predictions: (n_samples,) for a 1-D ``y`` at fit, else (n_samples, n_outputs)."""
