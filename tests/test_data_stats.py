@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +17,7 @@ from tabsparse.data import (
     EncoderNotFittedError,
     TableEncoder,
 )
+from tabsparse.nn.inputs import TabularInput
 
 # --------------------------------------------------------------------------------------
 # Statistics and streaming
@@ -163,3 +166,57 @@ def test_from_dict_then_partial_fit_continues_the_stream() -> None:
     resumed = TableEncoder.from_dict(json.loads(json.dumps(first.to_dict())))
     resumed.partial_fit(df.iloc[4:])
     _assert_same_state(resumed, TableEncoder().fit(df))
+
+
+# --------------------------------------------------------------------------------------
+# Scale relative to the column (issue 25 item 3)
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scale", [1e-20, 1e-30, 1e-3, 1.0, 1e20])
+def test_columns_are_standardised_by_their_own_spread_at_any_scale(scale: float) -> None:
+    rng = np.random.default_rng(0)
+    x = (rng.normal(size=2000) * scale).astype(np.float32)
+    enc = TableEncoder()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a tiny scale is not a constant column: no warning
+        encoded = enc.fit_transform(pd.DataFrame({"x": x}))
+    np.testing.assert_allclose(enc.numeric_std, [x.astype(np.float64).std()], rtol=1e-12)
+    np.testing.assert_allclose(enc.numeric_mean, [x.astype(np.float64).mean()], rtol=1e-12)
+    inputs = TabularInput(
+        numeric_mean=enc.numeric_mean, numeric_std=enc.numeric_std, cardinalities=[]
+    ).eval()
+    with torch.no_grad():
+        z = inputs(torch.from_numpy(encoded.numeric), torch.zeros((2000, 0), dtype=torch.int64))
+    z64 = z.double()
+    assert abs(float(z64.mean())) < 1e-5
+    assert abs(float(z64.std(correction=0)) - 1.0) < 1e-5
+
+
+def test_only_truly_constant_columns_get_unit_std() -> None:
+    df = pd.DataFrame(
+        {
+            "const": [3e-20] * 4,
+            "tiny": [1e-20, 2e-20, 3e-20, 4e-20],
+            "empty": [np.nan] * 4,
+            "ulp": np.array([1.0, 1.0, 1.0, np.nextafter(np.float32(1), np.float32(2))]),
+        }
+    )
+    enc = TableEncoder().fit(df)
+    expected_ulp = float(np.std(df["ulp"].to_numpy(np.float32).astype(np.float64)))
+    np.testing.assert_allclose(
+        enc.numeric_std, [1.0, np.sqrt(1.25) * 1e-20, 1.0, expected_ulp], rtol=1e-6
+    )
+
+
+def test_tiny_scale_column_is_learned_like_an_ordinary_one() -> None:
+    from tabsparse import TabNetClassifier
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(600, 1))
+    y = (x[:, 0] > 0).astype(int)
+    params = {"max_epochs": 15, "random_state": 0, "verbose": 0, "early_stopping": False}
+    tiny = TabNetClassifier(**params).fit(x * 1e-20, y)
+    ordinary = TabNetClassifier(**params).fit(x, y)
+    assert ordinary.score(x, y) > 0.9
+    assert tiny.score(x * 1e-20, y) > 0.9

@@ -59,7 +59,10 @@ class TabularInput(nn.Module):
         self.n_categorical = len(self.cardinalities)
         self.cat_emb_dim = cat_emb_dim
         self.clip = clip
-        std = torch.as_tensor(numeric_std, dtype=torch.float64).clamp_min(1e-12)
+        # no absolute floor: a column of values around 1e-20 is scaled by its own spread; the
+        # floor only keeps 1 / std finite in float32 (TableEncoder gives constant columns std 1)
+        std = torch.as_tensor(numeric_std, dtype=torch.float64)
+        std = std.clamp_min(torch.finfo(torch.float32).tiny)
         self.register_buffer("mean", torch.as_tensor(numeric_mean, dtype=torch.float32))
         self.register_buffer("inv_std", (1.0 / std).to(torch.float32))
         self.missing_value = nn.Parameter(torch.zeros(self.n_numeric))
