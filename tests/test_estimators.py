@@ -119,6 +119,14 @@ def test_unseen_categories_and_all_missing_rows_predict() -> None:
     proba = clf.predict_proba(new)
     assert proba.shape == (3, 2)
     assert np.isfinite(proba).all()
+    # every unseen value of a column is the same "unseen" category: rows that differ only in
+    # which unseen values they hold get identical probabilities
+    other = new.copy()
+    other["city"] = ["never", "seen", "b"]
+    other["color"] = pd.Categorical(["mauve", "red", "ochre"])
+    np.testing.assert_array_equal(clf.predict_proba(other), proba)
+    codes = clf.encoder_.transform(new).codes  # color, city, label_text: unseen is code 1
+    np.testing.assert_array_equal(codes[:, :2], [[1, 1], [4, 1], [1, 3]])
 
 
 def test_regressor_one_and_multi_output() -> None:
@@ -131,8 +139,14 @@ def test_regressor_one_and_multi_output() -> None:
     assert reg.score(X, y) > 0.8
     Y = np.column_stack([y, -y])
     multi = TabNetRegressor(**FAST).fit(X, Y)
-    assert multi.predict(X).shape == (300, 2)
+    pred = multi.predict(X)
+    assert pred.shape == (300, 2)
     assert multi.n_outputs_ == 2
+    from sklearn.metrics import r2_score
+
+    r2 = r2_score(Y, pred, multioutput="raw_values")
+    assert (r2 > 0.8).all(), r2  # each output is learned on its own scale
+    np.testing.assert_allclose(pred.mean(axis=0), [1000.0, -1000.0], atol=10.0)
 
 
 def test_explain_finds_the_informative_columns() -> None:
