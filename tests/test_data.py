@@ -4,6 +4,8 @@ changes between fit and transform, non-mutation, fit_transform, describe_columns
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -222,3 +224,19 @@ def test_wide_transform_uses_block_copies_correctly() -> None:
     late_inf.iloc[n - 1, 5] = -np.inf  # in the last block of rows
     with pytest.raises(ValueError, match="Column 'v5' contains infinite values"):
         TableEncoder().fit(late_inf)
+
+
+def test_importing_the_data_layer_loads_no_scikit_learn_torch_or_upper_layers() -> None:
+    code = (
+        "import sys, numpy as np, pandas as pd\n"
+        "from tabsparse.data import TableEncoder\n"
+        "TableEncoder().fit_transform(pd.DataFrame({'a': [1.0, 2.0], 'b': ['x', 'y']}))\n"
+        "TableEncoder().fit_transform(np.zeros((3, 2)))\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('sklearn', 'torch') or\n"
+        "       m.startswith(('tabsparse.estimators', 'tabsparse.io', 'tabsparse.export'))]\n"
+        "print(bad)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "[]"

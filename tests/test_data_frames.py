@@ -187,7 +187,7 @@ def test_estimator_fitted_on_polars_records_names_and_matches_reordered_frames()
     )
     y = 3 * X["a"] + (X["c"] == "u")
     P = pl.from_pandas(X)
-    params = {"max_epochs": 2, "random_state": 0, "verbose": 0}
+    params: dict[str, Any] = {"max_epochs": 2, "random_state": 0, "verbose": 0}
     model = TabNetRegressor(**params).fit(P, y)
     assert list(model.feature_names_in_) == ["a", "b", "c"]
     pred = model.predict(P)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -184,7 +185,9 @@ def test_columns_are_standardised_by_their_own_spread_at_any_scale(scale: float)
     np.testing.assert_allclose(enc.numeric_std, [x.astype(np.float64).std()], rtol=1e-12)
     np.testing.assert_allclose(enc.numeric_mean, [x.astype(np.float64).mean()], rtol=1e-12)
     inputs = TabularInput(
-        numeric_mean=enc.numeric_mean, numeric_std=enc.numeric_std, cardinalities=[]
+        numeric_mean=enc.numeric_mean.tolist(),
+        numeric_std=enc.numeric_std.tolist(),
+        cardinalities=[],
     ).eval()
     with torch.no_grad():
         z = inputs(torch.from_numpy(encoded.numeric), torch.zeros((2000, 0), dtype=torch.int64))
@@ -215,7 +218,12 @@ def test_tiny_scale_column_is_learned_like_an_ordinary_one() -> None:
     rng = np.random.default_rng(0)
     x = rng.normal(size=(600, 1))
     y = (x[:, 0] > 0).astype(int)
-    params = {"max_epochs": 15, "random_state": 0, "verbose": 0, "early_stopping": False}
+    params: dict[str, Any] = {
+        "max_epochs": 15,
+        "random_state": 0,
+        "verbose": 0,
+        "early_stopping": False,
+    }
     tiny = TabNetClassifier(**params).fit(x * 1e-20, y)
     ordinary = TabNetClassifier(**params).fit(x, y)
     assert ordinary.score(x, y) > 0.9
