@@ -1,7 +1,7 @@
 """Category vocabularies and codes.
 
 Vocabulary entries are JSON-able scalars (bool, number, str) kept apart by kind and sorted
-(bools, numbers, strings); :func:`_vocab_update` collects them from a column, :class:`_Lookup`
+(bools, numbers, strings); :func:`vocab_update` collects them from a column, :class:`CodeLookup`
 maps a column's values to codes with pandas hash tables, converting between kinds where that is
 unambiguous (see :mod:`tabsparse.data` for the rules).
 """
@@ -16,30 +16,30 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import infer_dtype
 
-from tabsparse.data.columns import _INFERRED_SINGLE_KIND, _check_object_types, _Col
+from tabsparse.data.columns import INFERRED_SINGLE_KIND, Column, check_object_types
 from tabsparse.data.encoded import CODE_MISSING, CODE_OFFSET, CODE_UNSEEN
 
 Category: TypeAlias = bool | int | float | str
 """A vocabulary entry: a JSON-able Python scalar."""
 
-_INT64_LIMIT = 2.0**63  # integral floats below this are stored as ints
+INT64_LIMIT = 2.0**63  # integral floats below this are stored as ints
 
 
 # Kind ranks, used as the first element of the vocabulary sort key.
 _RANK_BOOL = 0
 _RANK_NUMBER = 1
 _RANK_STR = 2
-_TYPE_NAMES = ("bool", "int", "float", "str")
+TYPE_NAMES = ("bool", "int", "float", "str")
 
 
 _Group = tuple[str, np.ndarray, np.ndarray]  # (kind, row positions, typed values)
 
 
 def _canonical_float(v: float) -> int | float:
-    return int(v) if v.is_integer() and abs(v) < _INT64_LIMIT else float(v)
+    return int(v) if v.is_integer() and abs(v) < INT64_LIMIT else float(v)
 
 
-def _value_key(v: Category) -> tuple[int, Category]:
+def value_key(v: Category) -> tuple[int, Category]:
     if isinstance(v, bool):
         return (_RANK_BOOL, v)
     if isinstance(v, str):
@@ -47,7 +47,7 @@ def _value_key(v: Category) -> tuple[int, Category]:
     return (_RANK_NUMBER, v)
 
 
-def _type_name(v: Category) -> str:
+def type_name(v: Category) -> str:
     if isinstance(v, bool):
         return "bool"
     if isinstance(v, int):
@@ -125,15 +125,15 @@ def _tag(v: object) -> int:
     return 0
 
 
-def _vocab_update(keys: set[tuple[int, Category]], col: _Col) -> None:
+def vocab_update(keys: set[tuple[int, Category]], col: Column) -> None:
     """Add the distinct non-missing values of ``col`` to the set of vocabulary keys."""
     if col.form == "category":
         assert col.categories is not None
-        _vocab_update(keys, col.categories)
+        vocab_update(keys, col.categories)
         return
     if col.form == "object":
-        inferred = _check_object_types(col.values, col.name)
-        if inferred in _INFERRED_SINGLE_KIND:
+        inferred = check_object_types(col.values, col.name)
+        if inferred in INFERRED_SINGLE_KIND:
             # pd.unique is exact here: no bools next to numbers (True == 1 in Python).
             present = np.asarray(pd.unique(col.values), dtype=object)
         else:
@@ -165,7 +165,7 @@ def _vocab_update(keys: set[tuple[int, Category]], col: _Col) -> None:
             keys.update((_RANK_NUMBER, _canonical_float(float(v))) for v in np.unique(typed))
 
 
-class _Lookup:
+class CodeLookup:
     """Vectorised mapping of column values to codes for one vocabulary."""
 
     def __init__(self, vocab: Sequence[Category]) -> None:
@@ -183,7 +183,7 @@ class _Lookup:
         self.has_bool = bool((self.bool_codes != CODE_UNSEEN).any())
         self.has_num = bool(nums)
         self.has_str = bool(strs)
-        self.num_int = all(isinstance(v, int) and abs(v) < _INT64_LIMIT for v, _ in nums)
+        self.num_int = all(isinstance(v, int) and abs(v) < INT64_LIMIT for v, _ in nums)
         num_values = np.array(
             [v for v, _ in nums], dtype=np.int64 if self.num_int else np.float64
         ).reshape(-1)
@@ -225,7 +225,7 @@ class _Lookup:
                 return self._index(self.num_index, self.num_codes, values.astype(np.int64))
             v = values.astype(np.float64)
             with np.errstate(invalid="ignore"):
-                integral = np.isfinite(v) & (np.floor(v) == v) & (np.abs(v) < _INT64_LIMIT)
+                integral = np.isfinite(v) & (np.floor(v) == v) & (np.abs(v) < INT64_LIMIT)
             codes = self._index(
                 self.num_index, self.num_codes, np.where(integral, v, 0.0).astype(np.int64)
             )
@@ -269,7 +269,7 @@ class _Lookup:
             codes[present[pos]] = sub
         return codes
 
-    def encode(self, col: _Col) -> np.ndarray:
+    def encode(self, col: Column) -> np.ndarray:
         """Codes of a whole column (missing -> 0, unseen -> 1)."""
         if col.form == "category":
             assert col.categories is not None
@@ -319,7 +319,7 @@ def _number_text(values: np.ndarray) -> np.ndarray:
         return values.astype(str).astype(object)
     v = values.astype(np.float64)
     with np.errstate(invalid="ignore"):
-        integral = np.isfinite(v) & (np.floor(v) == v) & (np.abs(v) < _INT64_LIMIT)
+        integral = np.isfinite(v) & (np.floor(v) == v) & (np.abs(v) < INT64_LIMIT)
     text = v.astype(str).astype(object)
     if integral.any():
         text[integral] = v[integral].astype(np.int64).astype(str).astype(object)

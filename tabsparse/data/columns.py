@@ -1,4 +1,4 @@
-"""Column kinds: one input column in a normalised form (:class:`_Col`) and its kind.
+"""Column kinds: one input column in a normalised form (:class:`Column`) and its kind.
 
 A column is read from a DataFrame or an array into a numpy form (bool, int, float, object or
 category codes with a missing mask), unsupported dtypes (datetime, timedelta, period, interval,
@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import infer_dtype
 
-from tabsparse.data.tables import _short_list, _Table
+from tabsparse.data.tables import Table, short_list
 
 _UNSUPPORTED_HINTS = {
     "datetime": "convert them to numbers first, e.g. timestamps with .astype('int64') "
@@ -42,7 +42,7 @@ _INFERRED_UNSUPPORTED = {
     "bytes": "bytes",
 }
 # infer_dtype results for object values holding a single kind of value.
-_INFERRED_SINGLE_KIND = {"string", "boolean", "integer", "floating", "mixed-integer-float", "empty"}
+INFERRED_SINGLE_KIND = {"string", "boolean", "integer", "floating", "mixed-integer-float", "empty"}
 # infer_dtype results for object values that are all numbers (bools count as 0/1).
 _INFERRED_NUMBERS = {"integer", "floating", "mixed-integer-float", "decimal", "boolean", "empty"}
 
@@ -51,7 +51,7 @@ _Form = Literal["bool", "int", "float", "object", "category"]
 
 
 @dataclass
-class _Col:
+class Column:
     """One input column in a normalised form.
 
     ``values`` is a numpy array: bool, int64/other ints, float, object, or for
@@ -63,7 +63,7 @@ class _Col:
     form: _Form
     values: np.ndarray
     missing: np.ndarray | None = None
-    categories: _Col | None = None
+    categories: Column | None = None
 
     def missing_mask(self) -> np.ndarray:
         if self.form == "category":
@@ -86,20 +86,20 @@ def _unsupported(name: str, what: str, dtype: object) -> TypeError:
     )
 
 
-def _col_from_array(values: np.ndarray, name: str) -> _Col:
+def _col_from_array(values: np.ndarray, name: str) -> Column:
     kind = values.dtype.kind
     if kind == "b":
-        return _Col(name, "bool", values)
+        return Column(name, "bool", values)
     if kind in "iu":
-        return _Col(name, "int", values)
+        return Column(name, "int", values)
     if kind == "f":
         if values.dtype.itemsize < 4:
             values = values.astype(np.float32)
-        return _Col(name, "float", values)
+        return Column(name, "float", values)
     if kind == "O":
-        return _Col(name, "object", values)
+        return Column(name, "object", values)
     if kind in "US":
-        return _Col(name, "object", values.astype(object))
+        return Column(name, "object", values.astype(object))
     if kind == "M":
         raise _unsupported(name, "datetime", values.dtype)
     if kind == "m":
@@ -109,14 +109,14 @@ def _col_from_array(values: np.ndarray, name: str) -> _Col:
     raise TypeError(f"Column {name!r} has unsupported dtype {values.dtype}.")
 
 
-def _col_from_series(s: pd.Series, name: str) -> _Col:
+def _col_from_series(s: pd.Series, name: str) -> Column:
     dtype = s.dtype
     if isinstance(dtype, pd.CategoricalDtype):
         codes = np.asarray(s.cat.codes.to_numpy(), dtype=np.int64)
         categories = _col_from_series(pd.Series(s.cat.categories), name)
         if categories.form == "category":  # pragma: no cover - pandas forbids this
             raise TypeError(f"Column {name!r} has nested categorical dtype.")
-        return _Col(name, "category", codes, categories=categories)
+        return Column(name, "category", codes, categories=categories)
     if isinstance(dtype, pd.SparseDtype):
         return _col_from_series(cast(Any, s).sparse.to_dense(), name)
     if isinstance(dtype, np.dtype):
@@ -133,28 +133,28 @@ def _col_from_series(s: pd.Series, name: str) -> _Col:
         raise _unsupported(name, "complex", dtype)
     if pd.api.types.is_bool_dtype(dtype):
         missing = np.asarray(s.isna().to_numpy(), dtype=bool)
-        return _Col(name, "bool", s.to_numpy(dtype=bool, na_value=False), missing)
+        return Column(name, "bool", s.to_numpy(dtype=bool, na_value=False), missing)
     if pd.api.types.is_integer_dtype(dtype):
         missing = np.asarray(s.isna().to_numpy(), dtype=bool)
         try:
-            return _Col(name, "int", s.to_numpy(dtype=np.int64, na_value=0), missing)
+            return Column(name, "int", s.to_numpy(dtype=np.int64, na_value=0), missing)
         except (OverflowError, TypeError, ValueError):  # e.g. UInt64 beyond int64
-            return _Col(name, "float", s.to_numpy(dtype=np.float64, na_value=np.nan), missing)
+            return Column(name, "float", s.to_numpy(dtype=np.float64, na_value=np.nan), missing)
     if pd.api.types.is_float_dtype(dtype):
         missing = np.asarray(s.isna().to_numpy(), dtype=bool)
-        return _Col(name, "float", s.to_numpy(dtype=np.float64, na_value=np.nan), missing)
+        return Column(name, "float", s.to_numpy(dtype=np.float64, na_value=np.nan), missing)
     # string dtypes and any other extension type: plain Python objects
-    return _Col(name, "object", s.to_numpy(dtype=object))
+    return Column(name, "object", s.to_numpy(dtype=object))
 
 
-def _column(table: _Table, j: int, name: str) -> _Col:
+def read_column(table: Table, j: int, name: str) -> Column:
     col = table.column(j)
     if isinstance(col, pd.Series):
         return _col_from_series(col, name)
     return _col_from_array(col, name)
 
 
-def _check_object_types(values: np.ndarray, name: str) -> str:
+def check_object_types(values: np.ndarray, name: str) -> str:
     """Return ``infer_dtype`` of object values, raising for unsupported kinds."""
     inferred = str(infer_dtype(values, skipna=True))
     what = _INFERRED_UNSUPPORTED.get(inferred)
@@ -163,17 +163,17 @@ def _check_object_types(values: np.ndarray, name: str) -> str:
     return inferred
 
 
-def _infer_kind(col: _Col, from_frame: bool) -> tuple[str, bool]:
+def infer_kind(col: Column, from_frame: bool) -> tuple[str, bool]:
     """Kind under "from_dtype" and whether it was decided by inspecting values."""
     if col.form in ("bool", "int", "float"):
         return "numeric", False
     if col.form == "category" or from_frame:
         return "categorical", False
-    inferred = _check_object_types(col.values, col.name)
+    inferred = check_object_types(col.values, col.name)
     return ("numeric" if inferred in _INFERRED_NUMBERS else "categorical"), True
 
 
-def _resolve_categorical(spec: object, table: _Table) -> list[int] | None:
+def resolve_categorical(spec: object, table: Table) -> list[int] | None:
     """Positions of categorical columns, or None for "from_dtype"."""
     n = table.n_cols
     expected = (
@@ -226,7 +226,7 @@ def _resolve_categorical(spec: object, table: _Table) -> list[int] | None:
         if unknown:
             raise ValueError(
                 f"categorical_features contains unknown column names: {unknown}; "
-                f"X has columns: {_short_list(table.names)}."
+                f"X has columns: {short_list(table.names)}."
             )
         return sorted({position[v] for v in items})
     raise ValueError(

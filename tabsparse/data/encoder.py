@@ -12,13 +12,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from tabsparse.data.categories import Category, _Lookup, _vocab_update
-from tabsparse.data.columns import _Col, _column, _infer_kind, _resolve_categorical
+from tabsparse.data.categories import Category, CodeLookup, vocab_update
+from tabsparse.data.columns import Column, infer_kind, read_column, resolve_categorical
 from tabsparse.data.encoded import CODE_OFFSET, EncodedTable
-from tabsparse.data.numeric import _check_finite_block, _fill_columns, _numeric_values
+from tabsparse.data.numeric import check_finite_block, fill_columns, numeric_values
 from tabsparse.data.state import encoder_from_dict, encoder_to_dict
-from tabsparse.data.stats import _block_stats, _empty_stats, _merge_stats, column_scale
-from tabsparse.data.tables import _as_table, _short_list, _Table
+from tabsparse.data.stats import block_stats, column_scale, empty_stats, merge_stats
+from tabsparse.data.tables import Table, as_table, short_list
 
 
 class EncoderNotFittedError(ValueError, AttributeError):
@@ -113,8 +113,8 @@ default="from_dtype"
         for attr in self._FITTED_ATTRIBUTES:
             self.__dict__.pop(attr, None)
         self._vocab_keys: list[set[tuple[int, Category]]] = []
-        self._stats: tuple[np.ndarray, ...] = _empty_stats(0)
-        self._lookups: list[_Lookup] | None = None
+        self._stats: tuple[np.ndarray, ...] = empty_stats(0)
+        self._lookups: list[CodeLookup] | None = None
 
     @property
     def is_fitted(self) -> bool:
@@ -138,9 +138,9 @@ default="from_dtype"
         self.numeric_missing = count < self.n_rows_seen
         self._lookups = None
 
-    def _get_lookups(self) -> list[_Lookup]:
+    def _get_lookups(self) -> list[CodeLookup]:
         if self._lookups is None:
-            self._lookups = [_Lookup(vocab) for vocab in self.categories]
+            self._lookups = [CodeLookup(vocab) for vocab in self.categories]
         return self._lookups
 
     # ---- fitting -------------------------------------------------------------------
@@ -168,7 +168,7 @@ default="from_dtype"
             For sparse matrices and datetime-like, complex or bytes columns.
         """
         self._reset()
-        self._fit_table(_as_table(X))
+        self._fit_table(as_table(X))
         return self
 
     def partial_fit(self, X: object) -> TableEncoder:
@@ -197,7 +197,7 @@ default="from_dtype"
         TypeError
             As :meth:`fit`.
         """
-        self._fit_table(_as_table(X))
+        self._fit_table(as_table(X))
         return self
 
     def fit_transform(self, X: object) -> EncodedTable:
@@ -214,11 +214,11 @@ default="from_dtype"
             Same as ``fit(X).transform(X)``.
         """
         self._reset()
-        table = _as_table(X)
+        table = as_table(X)
         numeric, cols = self._fit_table(table)
         return EncodedTable(numeric, self._encode_codes(cols, table.n_rows))
 
-    def _fit_table(self, table: _Table) -> tuple[np.ndarray, list[_Col]]:
+    def _fit_table(self, table: Table) -> tuple[np.ndarray, list[Column]]:
         if self.is_fitted:
             return self._update(table)
         if table.n_rows == 0:
@@ -232,32 +232,33 @@ default="from_dtype"
             self._reset()  # a failed first fit leaves the encoder unfitted
             raise
 
-    def _update(self, table: _Table) -> tuple[np.ndarray, list[_Col]]:
+    def _update(self, table: Table) -> tuple[np.ndarray, list[Column]]:
         """Add one chunk to the fitted state; the state is unchanged if this raises."""
         positions = self._match_columns(table)
         cols = [
-            _column(table, p, name) for p, name in zip(positions, self.feature_names, strict=True)
+            read_column(table, p, name)
+            for p, name in zip(positions, self.feature_names, strict=True)
         ]
         self._check_kinds(table, cols)
         numeric = self._encode_numeric(table, positions, cols)
-        chunk_stats = _block_stats(numeric)
+        chunk_stats = block_stats(numeric)
         chunk_keys: list[set[tuple[int, Category]]] = []
         for j in self.categorical_columns:
             keys: set[tuple[int, Category]] = set()
-            _vocab_update(keys, cols[j])
+            vocab_update(keys, cols[j])
             chunk_keys.append(keys)
         for keys, new in zip(self._vocab_keys, chunk_keys, strict=True):
             keys.update(new)
-        self._stats = _merge_stats(self._stats, chunk_stats)
+        self._stats = merge_stats(self._stats, chunk_stats)
         self.n_rows_seen += table.n_rows
         self._finalize()
         return numeric, cols
 
-    def _init_schema(self, table: _Table) -> None:
-        cols = [_column(table, j, name) for j, name in enumerate(table.names)]
-        declared = _resolve_categorical(self.categorical_features, table)
+    def _init_schema(self, table: Table) -> None:
+        cols = [read_column(table, j, name) for j, name in enumerate(table.names)]
+        declared = resolve_categorical(self.categorical_features, table)
         if declared is None:
-            kinds = [_infer_kind(col, table.frame is not None)[0] for col in cols]
+            kinds = [infer_kind(col, table.frame is not None)[0] for col in cols]
         else:
             chosen = set(declared)
             kinds = ["categorical" if j in chosen else "numeric" for j in range(table.n_cols)]
@@ -269,13 +270,13 @@ default="from_dtype"
         self.categorical_columns = [j for j, k in enumerate(kinds) if k == "categorical"]
         self.n_rows_seen = 0
         self._vocab_keys = [set() for _ in self.categorical_columns]
-        self._stats = _empty_stats(len(self.numeric_columns))
+        self._stats = empty_stats(len(self.numeric_columns))
 
-    def _check_kinds(self, table: _Table, cols: list[_Col]) -> None:
+    def _check_kinds(self, table: Table, cols: list[Column]) -> None:
         if self.n_rows_seen == 0 or not isinstance(self.categorical_features, str):
             return  # explicit kinds cannot change; empty chunks carry no kinds
         for col, kind in zip(cols, self.kinds, strict=True):
-            new_kind, by_value = _infer_kind(col, table.frame is not None)
+            new_kind, by_value = infer_kind(col, table.frame is not None)
             if new_kind == kind or (by_value and kind == "categorical"):
                 continue
             if col.missing_mask().all():
@@ -314,15 +315,16 @@ default="from_dtype"
             For sparse matrices and datetime-like or complex columns.
         """
         self._check_fitted()
-        table = _as_table(X)
+        table = as_table(X)
         positions = self._match_columns(table)
         cols = [
-            _column(table, p, name) for p, name in zip(positions, self.feature_names, strict=True)
+            read_column(table, p, name)
+            for p, name in zip(positions, self.feature_names, strict=True)
         ]
         numeric = self._encode_numeric(table, positions, cols)
         return EncodedTable(numeric, self._encode_codes(cols, table.n_rows))
 
-    def _match_columns(self, table: _Table) -> list[int]:
+    def _match_columns(self, table: Table) -> list[int]:
         """Position in ``table`` of each fitted column."""
         if self.has_feature_names and table.frame is not None:
             position = {name: j for j, name in enumerate(table.names)}
@@ -332,9 +334,9 @@ default="from_dtype"
             if missing or unexpected:
                 parts = []
                 if missing:
-                    parts.append(f"missing columns: {_short_list(missing)}")
+                    parts.append(f"missing columns: {short_list(missing)}")
                 if unexpected:
-                    parts.append(f"unexpected columns: {_short_list(unexpected)}")
+                    parts.append(f"unexpected columns: {short_list(unexpected)}")
                 raise ValueError(
                     "The columns of X do not match those seen at fit; " + "; ".join(parts) + "."
                 )
@@ -346,7 +348,7 @@ default="from_dtype"
             )
         return list(range(self.n_features))
 
-    def _encode_numeric(self, table: _Table, positions: list[int], cols: list[_Col]) -> np.ndarray:
+    def _encode_numeric(self, table: Table, positions: list[int], cols: list[Column]) -> np.ndarray:
         names = [self.feature_names[j] for j in self.numeric_columns]
         arr = table.array
         if (
@@ -361,22 +363,22 @@ default="from_dtype"
                 out = out.view()  # but a read-only view, so the caller's array stays untouched
                 out.flags.writeable = False
             if arr.dtype.kind == "f" and arr.dtype.itemsize > 4:
-                _check_finite_block(out, [arr[:, j] for j in range(arr.shape[1])], names)
+                check_finite_block(out, [arr[:, j] for j in range(arr.shape[1])], names)
             elif arr.dtype.kind == "f":
-                _check_finite_block(out, [out[:, j] for j in range(out.shape[1])], names)
+                check_finite_block(out, [out[:, j] for j in range(out.shape[1])], names)
             return out
-        sources = [_numeric_values(cols[j]) for j in self.numeric_columns]
+        sources = [numeric_values(cols[j]) for j in self.numeric_columns]
         out = np.empty((table.n_rows, len(sources)), dtype=np.float32)
         check = any(src.dtype.kind == "f" for src in sources)
-        if _fill_columns(out, sources, check_inf=check):
-            _check_finite_block(out, sources, names)
+        if fill_columns(out, sources, check_inf=check):
+            check_finite_block(out, sources, names)
         return out
 
-    def _encode_codes(self, cols: list[_Col], n: int) -> np.ndarray:
+    def _encode_codes(self, cols: list[Column], n: int) -> np.ndarray:
         lookups = self._get_lookups()
         sources = [lookups[k].encode(cols[j]) for k, j in enumerate(self.categorical_columns)]
         out = np.empty((n, len(sources)), dtype=np.int64)
-        _fill_columns(out, sources)
+        fill_columns(out, sources)
         return out
 
     # ---- serialisation -------------------------------------------------------------

@@ -12,23 +12,23 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from tabsparse.data.columns import _check_object_types, _Col
+from tabsparse.data.columns import Column, check_object_types
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 _BLOCK_ROWS = 4096  # rows copied at a time into the output blocks
 
 
-def _numeric_values(col: _Col) -> np.ndarray:
+def numeric_values(col: Column) -> np.ndarray:
     """Return the column as a 1-D numeric array (NaN = missing), without copy if possible."""
     if col.form == "category":
         assert col.categories is not None
-        cats = _numeric_values(col.categories).astype(np.float64)
+        cats = numeric_values(col.categories).astype(np.float64)
         out = cats[np.maximum(col.values, 0)] if cats.size else np.zeros(col.values.shape)
         out[col.values < 0] = np.nan
         return out
     if col.form == "object":
         values = col.values
-        _check_object_types(values, col.name)
+        check_object_types(values, col.name)
         try:
             parsed = pd.to_numeric(values, errors="coerce")
             out = np.asarray(parsed, dtype=np.float64)
@@ -51,7 +51,7 @@ def _numeric_values(col: _Col) -> np.ndarray:
     return col.values
 
 
-def _fill_columns(out: np.ndarray, sources: Sequence[np.ndarray], check_inf: bool = False) -> bool:
+def fill_columns(out: np.ndarray, sources: Sequence[np.ndarray], check_inf: bool = False) -> bool:
     """Copy 1-D ``sources`` into the columns of C-ordered ``out``, block of rows by block.
 
     Returns whether ``check_inf`` was requested and ``out`` received an infinite value
@@ -70,7 +70,7 @@ def _fill_columns(out: np.ndarray, sources: Sequence[np.ndarray], check_inf: boo
     return found
 
 
-def _check_finite_block(block: np.ndarray, sources: Sequence[np.ndarray], names: list[str]) -> None:
+def check_finite_block(block: np.ndarray, sources: Sequence[np.ndarray], names: list[str]) -> None:
     """Raise for infinite values in the float32 ``block`` naming the column and the cause."""
     if block.size == 0 or not np.isinf(block).any():
         return

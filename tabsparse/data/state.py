@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from tabsparse.data.categories import _INT64_LIMIT, _TYPE_NAMES, Category, _type_name, _value_key
+from tabsparse.data.categories import INT64_LIMIT, TYPE_NAMES, Category, type_name, value_key
 from tabsparse.data.encoded import CODE_MISSING, CODE_OFFSET, CODE_UNSEEN
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def encoder_to_dict(enc: TableEncoder) -> dict[str, Any]:
         "numeric_columns": list(enc.numeric_columns),
         "categorical_columns": list(enc.categorical_columns),
         "categories": [list(c) for c in enc.categories],
-        "category_types": [[_type_name(v) for v in c] for c in enc.categories],
+        "category_types": [[type_name(v) for v in c] for c in enc.categories],
         "cardinalities": list(enc.cardinalities),
         "codes": {"missing": CODE_MISSING, "unseen": CODE_UNSEEN, "offset": CODE_OFFSET},
         "numeric_mean": floats(enc.numeric_mean),
@@ -105,7 +105,7 @@ def _is_finite_number(v: object) -> bool:
 
 
 def _check_category(v: object, type_name: object, where: str) -> Category:
-    if type_name not in _TYPE_NAMES:
+    if type_name not in TYPE_NAMES:
         raise _bad_state(f"{where}: unknown category type {type_name!r}")
     ok = (
         (type_name == "bool" and isinstance(v, bool))
@@ -114,7 +114,7 @@ def _check_category(v: object, type_name: object, where: str) -> Category:
             type_name == "float"
             and isinstance(v, float)
             and math.isfinite(v)
-            and not (v.is_integer() and abs(v) < _INT64_LIMIT)
+            and not (v.is_integer() and abs(v) < INT64_LIMIT)
         )
         or (type_name == "str" and isinstance(v, str))
     )
@@ -159,7 +159,7 @@ def encoder_from_dict(cls: type[TableEncoder], d: object) -> TableEncoder:
         if len(values) != len(types):
             raise _bad_state(f"{where}: {len(values)} values but {len(types)} types")
         vocab = [_check_category(v, t, where) for v, t in zip(values, types, strict=True)]
-        keys = [_value_key(v) for v in vocab]
+        keys = [value_key(v) for v in vocab]
         if len(set(keys)) != len(keys):
             raise _bad_state(f"{where}: duplicated values")
         if keys != sorted(keys):

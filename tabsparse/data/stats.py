@@ -13,10 +13,10 @@ import numpy as np
 _STATS_ROWS = 65536  # rows per block of the statistics computation
 
 
-def _block_stats(block: np.ndarray) -> tuple[np.ndarray, ...]:
+def block_stats(block: np.ndarray) -> tuple[np.ndarray, ...]:
     """Count, mean, M2, min and max per column of ``block`` ignoring NaN, in float64."""
     k = block.shape[1]
-    acc = _empty_stats(k)
+    acc = empty_stats(k)
     for start in range(0, block.shape[0], _STATS_ROWS):
         x = block[start : start + _STATS_ROWS].astype(np.float64)
         nan = np.isnan(x)
@@ -31,11 +31,11 @@ def _block_stats(block: np.ndarray) -> tuple[np.ndarray, ...]:
         lo = x.min(axis=0)
         x[nan] = -np.inf
         hi = x.max(axis=0)
-        acc = _merge_stats(acc, (count, mean, m2, lo, hi))
+        acc = merge_stats(acc, (count, mean, m2, lo, hi))
     return acc
 
 
-def _empty_stats(k: int) -> tuple[np.ndarray, ...]:
+def empty_stats(k: int) -> tuple[np.ndarray, ...]:
     return (
         np.zeros(k),
         np.zeros(k),
@@ -45,7 +45,7 @@ def _empty_stats(k: int) -> tuple[np.ndarray, ...]:
     )
 
 
-def _merge_stats(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+def merge_stats(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
     """Chan et al.'s parallel merge of (count, mean, M2, min, max)."""
     na, ma, m2a, loa, hia = a
     nb, mb, m2b, lob, hib = b

@@ -1,4 +1,4 @@
-"""Validation of a raw 2-D input into a :class:`_Table`: a pandas DataFrame or a 2-D numpy array.
+"""Validation of a raw 2-D input into a :class:`Table`: a pandas DataFrame or a 2-D numpy array.
 
 Any other DataFrame (polars, pyarrow, ...) is first converted to pandas by
 :func:`tabsparse.data.frames.as_pandas`; lists of rows become arrays keeping their Python types.
@@ -16,7 +16,7 @@ from tabsparse.data.frames import as_pandas
 
 
 @dataclass
-class _Table:
+class Table:
     """A validated 2-D input: a DataFrame or a 2-D numpy array."""
 
     frame: pd.DataFrame | None
@@ -38,8 +38,8 @@ def _is_scipy_sparse(X: object) -> bool:
     return module.startswith("scipy.sparse") or (hasattr(X, "tocsr") and hasattr(X, "nnz"))
 
 
-def _as_table(X: object) -> _Table:
-    """Validate ``X`` and wrap it as a :class:`_Table` without copying data.
+def as_table(X: object) -> Table:
+    """Validate ``X`` and wrap it as a :class:`Table` without copying data.
 
     Tables from other libraries (polars, pyarrow, ...) are converted to pandas first.
     """
@@ -58,12 +58,12 @@ def _as_table(X: object) -> _Table:
         names = [str(c) for c in X.columns]
         _check_unique(names)
         has_names = len(names) > 0 and all(isinstance(c, str) for c in X.columns)
-        table = _Table(X, None, int(X.shape[0]), int(X.shape[1]), names, has_names)
+        table = Table(X, None, int(X.shape[0]), int(X.shape[1]), names, has_names)
     else:
         arr = _as_array(X)
         n_rows, n_cols = (int(s) for s in arr.shape)
         names = [f"x{j}" for j in range(n_cols)]
-        table = _Table(None, arr, n_rows, n_cols, names, False)
+        table = Table(None, arr, n_rows, n_cols, names, False)
     if table.n_cols == 0:
         raise ValueError(
             f"Expected a 2-D table with at least 1 column, got 0 columns "
@@ -107,7 +107,7 @@ def _check_unique(names: list[str]) -> None:
         raise ValueError(f"X has duplicated column names: {dups}; column names must be unique.")
 
 
-def _short_list(names: list[str], limit: int = 20) -> str:
+def short_list(names: list[str], limit: int = 20) -> str:
     if len(names) <= limit:
         return str(names)
     return str(names[:limit])[:-1] + f", ... ({len(names) - limit} more)]"
