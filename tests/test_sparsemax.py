@@ -170,6 +170,30 @@ def test_gradient_of_sum_is_zero_and_matches_autograd_reference(name: str) -> No
     assert x.grad is not None
     assert x.grad.abs().max() < 1e-12
 
+    # values and vector-Jacobian products equal autograd through the sort-based algorithm
+    def reference(x: torch.Tensor) -> torch.Tensor:
+        z = x / 2 if name == "entmax15" else x
+        zs = z.sort(dim=-1, descending=True).values
+        k = torch.arange(1, z.shape[-1] + 1, dtype=z.dtype)
+        mean = zs.cumsum(-1) / k
+        if name == "sparsemax":
+            tau = mean - 1 / k
+        else:
+            var = (zs**2).cumsum(-1) / k - mean**2
+            tau = mean - ((1 - k * var) / k).clamp_min(0).sqrt()
+        support = (tau <= zs).sum(-1, keepdim=True)
+        t = tau.gather(-1, support - 1)
+        return (z - t).clamp_min(0) ** (2 if name == "entmax15" else 1)
+
+    g = torch.Generator().manual_seed(5)
+    x = (3 * torch.randn(10, 12, generator=g, dtype=torch.float64)).requires_grad_()
+    v = torch.randn(10, 12, generator=g, dtype=torch.float64)
+    y, want = FUNCS[name](x), reference(x)
+    assert 0 < int((want == 0).sum()) < want.numel()  # sparse: the support matters
+    torch.testing.assert_close(y, want, rtol=1e-10, atol=1e-12)
+    got = torch.autograd.grad(y, x, v)[0]
+    torch.testing.assert_close(got, torch.autograd.grad(want, x, v)[0], rtol=1e-10, atol=1e-12)
+
 
 # --------------------------------------------------------------------------------------------
 # Properties (hypothesis)
