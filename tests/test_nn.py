@@ -177,6 +177,8 @@ def test_attentive_transformer_masks_are_sparse_and_respect_prior() -> None:
     assert (mask == 0).any()
     # the prior multiplies the logits: the used-up feature's logit is 0, not minus infinity, so
     # it is still selected wherever the other logits are low (22 of these 64 rows)
+    from tabsparse.sparsemax import sparsemax
+
     torch.testing.assert_close(mask, sparsemax(att.bn(att.fc(a)) * prior))
     assert 0 < int((mask[:, 0] > 0).sum()) < 64
     with pytest.raises(ValueError, match="mask_type='softmax'"):
