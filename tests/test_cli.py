@@ -60,7 +60,8 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def model_io():  # type: ignore[no-untyped-def]
-    return pytest.importorskip("tabsparse.io")
+    pytest.importorskip("tabsparse.io")
+    return tabsparse  # load and save as the package re-exports them
 
 
 @pytest.fixture(scope="module")

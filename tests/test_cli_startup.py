@@ -117,3 +117,36 @@ def test_sigint_during_start_up(train_csv: Path, tmp_path: Path) -> None:
     assert proc.returncode == 130, stderr
     assert (stdout, stderr) == ("", "tabsparse: error: interrupted\n")
     assert not out.exists()
+
+
+def test_an_interrupted_fit_saves_the_model_it_kept(
+    capsys: pytest.CaptureFixture[str],
+    train_csv: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tabsparse import load
+    from tabsparse.estimators import TabNetClassifier
+
+    original = TabNetClassifier.fit
+
+    def fit_then_interrupt(self: TabNetClassifier, X: object, y: object, **kwargs: object) -> None:
+        original(self, X, y, **kwargs)  # Ctrl-C after the epochs: the fit keeps its weights
+        raise KeyboardInterrupt
+
+    def interrupt_at_once(self: TabNetClassifier, X: object, y: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt  # before the first epoch: nothing to keep
+
+    out = tmp_path / "m"
+    argv = ["fit", str(train_csv), "-t", "label", "-o", str(out), "-p", "max_epochs=2", "n_d=4"]
+    monkeypatch.setattr(TabNetClassifier, "fit", interrupt_at_once)
+    assert main(argv) == 130
+    assert capsys.readouterr().err == "tabsparse: error: interrupted\n"
+    assert not out.exists()
+    monkeypatch.setattr(TabNetClassifier, "fit", fit_then_interrupt)
+    assert main(argv) == 130
+    expected = f"tabsparse: error: interrupted; saved the best epoch's model so far to {out}\n"
+    assert capsys.readouterr().err == expected
+    model = load(out)
+    assert isinstance(model, TabNetClassifier) and model.n_iter_ == 2
+    assert model.callbacks is None

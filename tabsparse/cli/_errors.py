@@ -17,6 +17,10 @@ class CliError(Exception):
     """An expected failure, reported as one ``tabsparse: error: ...`` line."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """A Ctrl-C whose message says what was kept (exit status 130, like any Ctrl-C)."""
+
+
 class UsageError(CliError):
     """A malformed command line (exit status 2)."""
 

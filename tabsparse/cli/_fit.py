@@ -7,7 +7,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from tabsparse.cli._errors import EXIT_OK, PROG, CliError
+from tabsparse.cli._errors import EXIT_OK, PROG, CliError, Interrupted
 from tabsparse.cli._models import _model_io
 from tabsparse.cli._output import _check_output_file
 from tabsparse.cli._params import _parse_params
@@ -100,6 +100,15 @@ def run(args: argparse.Namespace) -> int:
     tic = time.perf_counter()
     try:
         estimator.fit(X, y)
+    except KeyboardInterrupt:
+        # A fit interrupted after its first epoch keeps the best weights so far: save them.
+        if hasattr(estimator, "n_iter_"):
+            estimator.set_params(callbacks=None)
+            io.save(estimator, args.output)
+            raise Interrupted(
+                f"interrupted; saved the best epoch's model so far to {args.output}"
+            ) from None
+        raise
     finally:
         if bar is not None:
             bar.close()  # also when the fit raised

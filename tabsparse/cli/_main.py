@@ -84,10 +84,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return exc.code if isinstance(exc.code, int) else EXIT_OK
         debug = bool(getattr(args, "debug", False))
         return _run(args, debug)
-    except KeyboardInterrupt:  # in a command, or while its modules (torch) are imported
+    except KeyboardInterrupt as exc:  # in a command, or while its modules (torch) are imported
         if debug:
             raise
-        _error("interrupted")
+        _error(str(exc) or "interrupted")
         return EXIT_INTERRUPTED
 
 

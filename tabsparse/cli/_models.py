@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from tabsparse.cli._errors import CliError, _one_line
@@ -13,13 +12,18 @@ if TYPE_CHECKING:
 
 
 def _model_io() -> Any:
+    """The package's public model-file API: ``load``, ``save`` and ``ModelFileError`` as
+    re-exported by :mod:`tabsparse` (wherever they are defined)."""
+    import tabsparse
+
     try:
-        io = importlib.import_module("tabsparse.io")
+        for name in ("load", "save", "ModelFileError"):
+            getattr(tabsparse, name)
     except ImportError as exc:
         raise CliError(
             f"model files are not available in this installation of tabsparse ({exc})"
         ) from exc
-    return io
+    return tabsparse
 
 
 def _load_model(path: str, *, predicts: bool = True) -> Any:
