@@ -155,7 +155,7 @@ def test_lazy_frame_is_refused_with_a_hint() -> None:
     "column", [pl.Series("f", [1.0, 2.0]), pa.chunked_array([[1.0, 2.0]])], ids=["polars", "arrow"]
 )
 def test_one_dimensional_arrow_objects_are_refused(column: Any) -> None:
-    with pytest.raises(ValueError, match=r"got a one-dimensional .*to_frame\(\)"):
+    with pytest.raises(ValueError, match=r"does not read as a table .*use \.to_frame\(\)"):
         TableEncoder().fit(column)
 
 

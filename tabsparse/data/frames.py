@@ -67,8 +67,7 @@ def as_pandas(X: Any) -> Any:
     TypeError
         For a lazy frame (call ``.collect()`` first).
     ValueError
-        For a one-dimensional Arrow object (a polars or pyarrow Series / Array): a table is
-        required.
+        For an Arrow object that is not a table (a polars or pyarrow Series / Array).
     ImportError
         When the conversion needs pyarrow and it is not installed.
     """
@@ -102,10 +101,12 @@ def _arrow_table(X: Any) -> Any:
         try:
             return pa.table(X)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
+            if hasattr(X, "__dataframe__"):  # a pyarrow too old for the capsule (< 15)
+                return pa_interchange.from_dataframe(X)
             raise ValueError(
                 "Expected a 2-D table (DataFrame, 2-D array or list of rows), got a "
-                f"one-dimensional {type(X).__module__}.{type(X).__name__}; use "
-                ".to_frame() for a single column."
+                f"{type(X).__module__}.{type(X).__name__} that pyarrow does not read as a "
+                f"table ({exc}); for a single column (Series, Array) use .to_frame()."
             ) from exc
     return pa_interchange.from_dataframe(X)
 
