@@ -23,8 +23,10 @@ Sparsemax (and entmax-1.5) inside the graph
 The library's :func:`tabsparse.sparsemax.sparsemax` chooses its algorithm from the input size and
 stops its threshold search as soon as every row converged: both are host-side decisions that
 depend on the batch size and on the data, so ``torch.export`` cannot trace it with a dynamic
-batch dimension (it fails on a guard on the batch size). The exported graph uses instead the
-exact sort-based formulation (:func:`sparsemax_sorted`, :func:`entmax15_sorted`): sort each row,
+batch dimension (it fails on a guard on the batch size). The exported graph runs the network's
+own code with the exact sort-based formulation instead (the attentive transformers' ``mask_fn``
+set to :func:`tabsparse.nn.functional.sorted_masks`: :func:`sparsemax_sorted`,
+:func:`entmax15_sorted`): sort each row,
 find the support size from the cumulative sums, compute the threshold in closed form. It has no
 branches at all and gives the same masks as the library up to float rounding. Everything else in
 the network already is branch-free in eval mode (ghost batch norm is a plain affine batch norm).
@@ -46,18 +48,17 @@ import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
 from torch import nn
 
 from tabsparse.data import CODE_MISSING, CODE_OFFSET, CODE_UNSEEN
+from tabsparse.nn.functional import sorted_masks
+from tabsparse.nn.network import TabNet
 from tabsparse.nn.transformers import AttentiveTransformer
 from tabsparse.sparsemax import entmax15_sorted, sparsemax_sorted
-
-if TYPE_CHECKING:
-    from tabsparse.nn.network import TabNet
 
 __all__ = [
     "SPEC_FORMAT",
@@ -102,30 +103,6 @@ _NUMERIC_RULES = [
     "Infinite values and finite values beyond the float32 range (|x| > 3.4e38) are rejected "
     "by tabsparse (ValueError); reject them too (or send NaN if they mean missing).",
 ]
-
-
-_SORTED_MASK_FUNCTIONS = {"sparsemax": sparsemax_sorted, "entmax": entmax15_sorted}
-
-
-class _SortedAttention(nn.Module):
-    """Stands in for an :class:`~tabsparse.nn.transformers.AttentiveTransformer` in the graph.
-
-    Same computation, ``mask_fn(prior * bn(fc(a)))``, with the branch-free mask function; it
-    keeps (shares) the original layers, so the weights are those of the fitted network.
-    """
-
-    def __init__(self, attentive: AttentiveTransformer) -> None:
-        super().__init__()
-        mask_type = attentive.mask_type
-        if mask_type not in _SORTED_MASK_FUNCTIONS:
-            raise ValueError(f"cannot export mask_type={mask_type!r}")
-        self.mask_type = mask_type
-        self.fc = attentive.fc
-        self.bn = attentive.bn
-
-    def forward(self, a: torch.Tensor, prior: torch.Tensor | None = None) -> torch.Tensor:
-        logits = self.bn(self.fc(a))
-        return _SORTED_MASK_FUNCTIONS[self.mask_type](logits if prior is None else logits * prior)
 
 
 # --------------------------------------------------------------------------------------------
@@ -215,23 +192,46 @@ class _CodesOnly(_Serving):
         return self._run(numeric, codes)
 
 
+_TASKS = {"classifier": "classification", "regressor": "regression"}
+
+
+def _estimator_type(estimator: Any) -> str | None:
+    """scikit-learn's estimator type (``"classifier"``, ``"regressor"``, ...) from the
+    estimator's tags, or None for an object that has none."""
+    tags = getattr(estimator, "__sklearn_tags__", None)
+    if not callable(tags):
+        return None
+    try:
+        return getattr(tags(), "estimator_type", None)
+    except Exception:  # an object whose tags cannot be built is not one we export
+        return None
+
+
+def _target_kind(estimator: Any) -> str:
+    """The kind of target a classifier was fitted on (``"single"`` for one column of
+    classes); read from the estimator, whose layer owns the notion."""
+    kind = getattr(estimator, "_target_kind", "single")
+    return str(getattr(kind, "name", kind))
+
+
 def _check_estimator(estimator: Any) -> str:
-    """Return ``"classification"`` or ``"regression"``, or raise for anything else."""
+    """Return ``"classification"`` or ``"regression"``, or raise for anything else.
+
+    Duck typing (serving does not import the estimators): a scikit-learn classifier or
+    regressor whose fitted ``network_`` is a :class:`~tabsparse.nn.TabNet` and which has the
+    fitted table encoder ``encoder_``."""
     from sklearn.utils.validation import check_is_fitted
 
-    from tabsparse.estimators import TabNetClassifier, TabNetRegressor
-
-    if isinstance(estimator, TabNetClassifier):
-        task = "classification"
-    elif isinstance(estimator, TabNetRegressor):
-        task = "regression"
-    else:
-        raise TypeError(
-            "export needs a fitted TabNetClassifier or TabNetRegressor, got "
-            f"{type(estimator).__name__}"
-        )
+    task = _TASKS.get(_estimator_type(estimator) or "")
+    wanted = "export needs a fitted TabNetClassifier or TabNetRegressor, got "
+    if task is None:
+        raise TypeError(wanted + type(estimator).__name__)
     check_is_fitted(estimator)
-    kind = getattr(estimator, "_target_kind", "single")
+    if not isinstance(getattr(estimator, "network_", None), TabNet) or not hasattr(
+        estimator, "encoder_"
+    ):
+        raise TypeError(wanted + type(estimator).__name__)
+    kind = _target_kind(estimator)
     if task == "classification" and kind != "single":
         what = "multi-task" if kind == "multitask" else "multi-label"
         raise NotImplementedError(
@@ -287,13 +287,10 @@ def _drop_empty_tensors(module: nn.Module) -> None:
 def _serving_module(estimator: Any, *, masks: bool) -> _Serving:
     task = _check_estimator(estimator)
     network = copy.deepcopy(estimator.network_).cpu().float().eval()
-    encoder = network.encoder
-    attention = []
-    for attentive in encoder.attention:
+    for attentive in network.encoder.attention:
         if not isinstance(attentive, AttentiveTransformer):  # pragma: no cover - defensive
             raise TypeError(f"cannot export attention module {type(attentive).__name__}")
-        attention.append(_SortedAttention(attentive))
-    encoder.attention = nn.ModuleList(attention)
+        attentive.mask_fn = sorted_masks  # branch-free: traces with a dynamic batch
     _drop_empty_tensors(network)
     n_num, n_cat = network.inputs.n_numeric, network.inputs.n_categorical
     cls: type[_Serving]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -578,3 +579,16 @@ def test_errors(models: dict[str, Any], tmp_path: Path, monkeypatch: pytest.Monk
         export_model(est, tmp_path / "m.onnx", "onnx")
     assert "onnxscript" in str(info.value)
     assert not (tmp_path / "m.onnx").exists() and not spec_path(tmp_path / "m.onnx").exists()
+
+
+def test_export_does_not_import_the_estimators() -> None:
+    """Serving sits below the estimators: importing export (and the network it serves) loads
+    no estimator module; export reads what it needs from the estimator object passed in."""
+    code = (
+        "import sys, tabsparse.export, tabsparse.nn\n"
+        "print(sorted(m for m in sys.modules if m.startswith('tabsparse.estimators')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"
