@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tabsparse.estimators import TabNetClassifier, TabNetPretrainer, TabNetRegressor
     from tabsparse.explain import Explanation
-    from tabsparse.io import ModelFileError, load, save
+    from tabsparse.estimators._persistence import load, save
+    from tabsparse.io import ModelFileError
     from tabsparse.losses import SparsemaxLoss, sparsemax_loss
     from tabsparse.sparsemax import Entmax15, Sparsemax, entmax15, sparsemax
 
@@ -38,8 +39,8 @@ _EXPORTS: dict[str, str] = {
     "TabNetPretrainer": "tabsparse.estimators",
     "TabNetRegressor": "tabsparse.estimators",
     "entmax15": "tabsparse.sparsemax",
-    "load": "tabsparse.io",
-    "save": "tabsparse.io",
+    "load": "tabsparse.estimators._persistence",
+    "save": "tabsparse.estimators._persistence",
     "sparsemax": "tabsparse.sparsemax",
     "sparsemax_loss": "tabsparse.losses",
 }
