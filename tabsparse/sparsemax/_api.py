@@ -59,8 +59,8 @@ class _Entmax15Function(torch.autograd.Function):
 
 def _apply(fn: type[torch.autograd.Function], x: Tensor, dim: int) -> Any:
     """``fn.apply(x, dim)`` without the signature inspection that ``Function.apply`` does on
-    every call for functions with ``setup_context`` (tens of microseconds, three calls per
-    TabNet step); the public ``apply`` where functorch transforms need it."""
+    every call for functions with ``setup_context``; the public ``apply`` where functorch
+    transforms need it."""
     if torch._C._are_functorch_transforms_active():
         return fn.apply(x, dim)
     return super(torch.autograd.Function, fn).apply(x, dim)  # type: ignore[misc]
