@@ -29,6 +29,8 @@ from tabsparse.io._format import (
 )
 from tabsparse.io._values import NotStorable, decode_value, encode_value
 
+ModelFileError.__module__ = "tabsparse.io"  # its public home (messages, pickles)
+
 __all__ = [
     "CHECKSUM_MEMBER",
     "FORMAT_NAME",
