@@ -75,7 +75,7 @@ def auto_trial_follows_rank_zero(out: Path) -> None:
     import json
 
     import tabsparse.compiling
-    import tabsparse.training
+    import tabsparse.training.loop
     from tabsparse.compiling import StepCompiler
 
     ctx = detect("auto")
@@ -94,7 +94,7 @@ def auto_trial_follows_rank_zero(out: Path) -> None:
 
     tabsparse.compiling.BACKEND = "aot_eager"
     tabsparse.compiling.AUTO_MIN_SECONDS = 0.0
-    tabsparse.training.StepCompiler = AsIfOnCuda  # type: ignore[misc]
+    tabsparse.training.loop.StepCompiler = AsIfOnCuda  # type: ignore[misc]
     trainer = core_trainer(ctx, compile="auto")  # type: ignore[arg-type]
     trainer.config.max_epochs = 6
     trainer.fit(core_data(1024, 0))

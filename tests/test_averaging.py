@@ -7,7 +7,7 @@ import torch
 from conftest import ce, make_data, make_net
 
 from tabsparse.averaging import ExponentialAverage
-from tabsparse.training import TrainConfig, Trainer
+from tabsparse.training import TrainConfig, Trainer, WeightAveraging
 
 
 def test_update_follows_the_warmed_up_decay() -> None:
@@ -69,11 +69,11 @@ def test_trainer_keeps_the_averaged_weights(with_validation: bool) -> None:
     trainer = Trainer(make_net(), ce, cfg).fit(
         make_data(), make_data(100, seed=1) if with_validation else None
     )
-    assert trainer._ema is not None
+    (averaging,) = [cb for cb in trainer.fit_callbacks if isinstance(cb, WeightAveraging)]
     kept = [p.detach() for p in trainer.network.parameters()]
     if not with_validation or trainer.best_iteration == 5:
         # the last epoch's average is what the network holds; the live weights differ from it
-        for p, avg in zip(kept, trainer._ema.shadow, strict=True):
+        for p, avg in zip(kept, averaging.average.shadow, strict=True):
             torch.testing.assert_close(p, avg)
     plain = Trainer(make_net(), ce, TrainConfig(max_epochs=6, batch_size=64)).fit(make_data())
     assert any(

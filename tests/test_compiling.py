@@ -308,7 +308,7 @@ def test_auto_falls_back_when_the_compiled_backward_fails(monkeypatch: pytest.Mo
             if self.setting == "auto":
                 self.state = "trial"
 
-    import tabsparse.training as training
+    import tabsparse.training.loop as training
 
     monkeypatch.setattr(torch, "compile", fake_compile)
     monkeypatch.setattr(training, "StepCompiler", TryingAtOnce)
@@ -350,7 +350,7 @@ def test_auto_runs_its_trial_inside_a_fit(
     minimum fit length and the compiled epoch made to look fast or slow)."""
     import logging
 
-    import tabsparse.training as training
+    import tabsparse.training.loop as training
 
     class AsIfOnCuda(StepCompiler):
         def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -4,23 +4,34 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Any
 
 import pytest
 import torch
 from conftest import ce, make_data, make_net
 
+from tabsparse.distributed import DistContext
 from tabsparse.training import (
     Callback,
+    Checkpointing,
+    CompileTrial,
+    EarlyStopping,
+    EpochLog,
+    LRSchedule,
     TrainConfig,
     Trainer,
     TrainingError,
+    WeightAveraging,
     auto_batch_size,
     batch_bounds,
     batch_multiple,
+    default_callbacks,
     inference_batch_size,
+    load_checkpoint,
     predict_outputs,
     training_threads,
 )
+from tabsparse.training.callbacks import Hooks
 
 
 @pytest.mark.parametrize(
@@ -222,3 +233,136 @@ def test_auto_batch_size_gives_small_tables_enough_steps_per_epoch() -> None:
     assert auto_batch_size(100_000, virtual_batch_size=2048) == 2048
     assert inference_batch_size("auto") == inference_batch_size(1024) == 16384
     assert inference_batch_size(50_000) == 50_000
+
+
+def test_events_reach_callbacks_in_the_order_of_a_fit() -> None:
+    class Recorder(Callback):
+        def __init__(self) -> None:
+            self.events: list[str] = []
+
+        def on_setup(self, trainer: Trainer) -> None:
+            self.events.append("setup")
+
+        def on_fit_begin(self, trainer: Trainer) -> None:
+            self.events.append("fit_begin")
+
+        def on_epoch_begin(self, trainer: Trainer) -> None:
+            self.events.append(f"epoch_begin {trainer.epoch}")
+
+        def on_batch_end(self, trainer: Trainer) -> None:
+            self.events.append("batch")
+
+        def on_batches_end(self, trainer: Trainer, record: dict[str, float]) -> None:
+            self.events.append(f"batches_end {sorted(record)}")
+
+        def on_validation_begin(self, trainer: Trainer) -> None:
+            self.events.append("validation_begin")
+
+        def on_validation_end(self, trainer: Trainer, record: dict[str, float]) -> None:
+            self.events.append(f"validation_end {'val_score' in record}")
+
+        def on_epoch_end(self, trainer: Trainer, record: dict[str, float]) -> None:
+            self.events.append(f"epoch_end {len(trainer.history)}")
+
+        def on_fit_end(self, trainer: Trainer) -> None:
+            self.events.append("fit_end")
+
+    rec = Recorder()
+    cfg = TrainConfig(max_epochs=2, batch_size=100)
+    Trainer(make_net(), ce, cfg, callbacks=[rec]).fit(make_data(200), make_data(50, 1))
+    epoch = [
+        "batch",
+        "batch",  # 200 rows in batches of 100
+        "batches_end ['epoch', 'learning_rate', 'train_loss']",
+        "validation_begin",
+        "validation_end True",
+    ]
+    assert rec.events == [
+        "setup",
+        "fit_begin",
+        "epoch_begin 0",
+        *epoch,
+        "epoch_end 1",
+        "epoch_begin 1",
+        *epoch,
+        "epoch_end 2",
+        "fit_end",
+    ]
+
+
+def test_trainer_builds_its_callbacks_from_the_config(tmp_path: Any) -> None:
+    kinds = [type(cb) for cb in default_callbacks(TrainConfig(lr_schedule="constant"))]
+    assert kinds == [EarlyStopping]
+    cfg = TrainConfig(ema_decay=0.9, compile="auto", verbose=2, checkpoint_dir=tmp_path)
+    kinds = [type(cb) for cb in default_callbacks(cfg)]
+    assert kinds == [
+        EarlyStopping,
+        LRSchedule,
+        WeightAveraging,
+        CompileTrial,
+        EpochLog,
+        Checkpointing,
+    ]
+    # log and checkpoints on rank 0 only
+    other_rank = DistContext(rank=1, world_size=2, local_rank=1, backend="gloo")
+    kinds = [type(cb) for cb in default_callbacks(cfg, other_rank)]
+    assert kinds == [EarlyStopping, LRSchedule, WeightAveraging, CompileTrial]
+
+
+def test_batch_hooks_are_only_called_where_overridden() -> None:
+    class Counter(Callback):
+        def __init__(self) -> None:
+            self.batches = 0
+
+        def on_batch_end(self, trainer: Trainer) -> None:
+            self.batches += 1
+
+    plain = [Callback(), EarlyStopping(None, 0.0)]
+    assert Hooks(plain)["on_batch_end"] == []
+    assert Hooks(plain)["on_validation_end"] == [plain[1].on_validation_end]
+    counter = Counter()
+    cfg = TrainConfig(max_epochs=3, batch_size=64, lr_schedule="constant")
+    trainer = Trainer(make_net(), ce, cfg, callbacks=[counter]).fit(make_data(200))
+    assert counter.batches == 3 * 4  # ceil(200 / 64) batches per epoch
+    assert Hooks(trainer.fit_callbacks)["on_batch_end"] == [counter.on_batch_end]
+
+
+def test_early_stopping_sets_stop_after_patience_epochs_without_improvement() -> None:
+    net = make_net()
+    stopping = EarlyStopping(patience=2, tol=0.0)
+
+    class Fake:
+        network = net
+        best_iteration: int | None = None
+        stop = False
+
+    trainer: Any = Fake()
+    stopping.on_setup(trainer)
+    for epoch, score in enumerate([0.5, 0.7, 0.7, 0.6]):
+        stopping.on_validation_end(trainer, {"epoch": float(epoch), "val_score": score})
+        assert stopping.improved is (epoch in (0, 1))
+        assert trainer.stop is (epoch == 3)
+    assert trainer.best_iteration == 1 and stopping.best_score == 0.7
+    # without validation every epoch is the latest best, and the fit never stops early
+    stopping.on_setup(trainer)
+    trainer.stop = False
+    for epoch in range(4):
+        stopping.on_validation_end(trainer, {"epoch": float(epoch), "train_loss": 1.0})
+    assert trainer.best_iteration == 3 and not trainer.stop
+
+
+def test_user_fit_begin_sees_the_restored_fit(tmp_path: Any) -> None:
+    class Stop(Callback):
+        def on_epoch_end(self, trainer: Trainer, record: dict[str, float]) -> None:
+            trainer.stop = len(trainer.history) == 2
+
+    class Seen(Callback):
+        def on_fit_begin(self, trainer: Trainer) -> None:
+            self.history = len(trainer.history)
+
+    cfg = TrainConfig(max_epochs=4, batch_size=64, checkpoint_dir=tmp_path)
+    Trainer(make_net(), ce, cfg, callbacks=[Stop()]).fit(make_data())
+    seen = Seen()
+    resumed = Trainer(make_net(), ce, TrainConfig(max_epochs=4, batch_size=64), callbacks=[seen])
+    resumed.fit(make_data(), resume=load_checkpoint(tmp_path))
+    assert seen.history == 2 and len(resumed.history) == 4

@@ -1,0 +1,88 @@
+"""Tests of training checkpoints (tabsparse.training.checkpoints) and of resuming from them."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from conftest import ce, make_data, make_net
+
+from tabsparse import TabNetClassifier
+from tabsparse.training import (
+    Callback,
+    TrainConfig,
+    Trainer,
+    data_fingerprint,
+    load_checkpoint,
+)
+
+
+class _StopAfter(Callback):
+    def __init__(self, epochs: int) -> None:
+        self.epochs = epochs
+
+    def on_epoch_end(self, trainer: Trainer, record: dict[str, float]) -> None:
+        trainer.stop = len(trainer.history) == self.epochs
+
+
+def test_fingerprint_follows_the_content_of_the_data() -> None:
+    a = make_data(100, seed=0)
+    assert data_fingerprint(a, None) == data_fingerprint(make_data(100, seed=0), None)
+    assert data_fingerprint(a, None) != data_fingerprint(make_data(100, seed=1), None)
+    assert data_fingerprint(a, None) != data_fingerprint(a, a)
+    changed = a.numeric.clone()
+    changed[57, 2] += 1e-6  # one value of one row
+    assert data_fingerprint(a) != data_fingerprint(dataclasses.replace(a, numeric=changed))
+    subset = dataclasses.replace(a, rows=torch.arange(80))
+    assert data_fingerprint(subset) != data_fingerprint(a)
+    assert data_fingerprint(subset) != data_fingerprint(
+        dataclasses.replace(a, rows=torch.arange(1, 81))
+    )
+    weighted = dataclasses.replace(a, weight=torch.ones(100))
+    assert data_fingerprint(weighted) != data_fingerprint(a)
+    assert data_fingerprint(a, object()) is None  # rows streamed from disk: not fingerprinted
+
+
+def test_resume_is_refused_on_other_data_of_the_same_size(tmp_path: Any) -> None:
+    cfg = TrainConfig(max_epochs=4, batch_size=64, checkpoint_dir=tmp_path)
+    train, val = make_data(200, seed=0), make_data(60, seed=5)
+    full = Trainer(make_net(), ce, dataclasses.replace(cfg, checkpoint_dir=None)).fit(train, val)
+    Trainer(make_net(), ce, cfg, callbacks=[_StopAfter(2)]).fit(train, val)
+    state = load_checkpoint(tmp_path)
+    assert state["data"] == data_fingerprint(train, val)
+    plain = dataclasses.replace(cfg, checkpoint_dir=None)
+    with pytest.raises(ValueError, match="written by a fit on other data"):
+        Trainer(make_net(), ce, plain).fit(make_data(200, seed=1), val, resume=state)
+    with pytest.raises(ValueError, match="written by a fit on other data"):
+        Trainer(make_net(), ce, plain).fit(train, make_data(60, seed=6), resume=state)
+    resumed = Trainer(make_net(), ce, plain).fit(train, val, resume=state)
+    assert [r["train_loss"] for r in resumed.history] == [r["train_loss"] for r in full.history]
+    expected = full.network.state_dict()
+    for key, value in resumed.network.state_dict().items():
+        torch.testing.assert_close(value, expected[key], rtol=0, atol=0)
+    # a checkpoint without a fingerprint (written before it existed) is not checked
+    del state["data"]
+    Trainer(make_net(), ce, plain).fit(make_data(200, seed=1), val, resume=state)
+
+
+def test_an_estimator_refuses_to_resume_on_other_rows(tmp_path: Any) -> None:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 5))
+    y = (X[:, 0] > 0).astype(int)
+    settings: dict[str, Any] = {
+        "max_epochs": 4,
+        "random_state": 0,
+        "n_d": 4,
+        "n_a": 4,
+        "n_steps": 2,
+    }
+    TabNetClassifier(**settings, checkpoint_dir=tmp_path, callbacks=[_StopAfter(2)]).fit(X, y)
+    X_other = X.copy()
+    X_other[7, 3] += 1.0  # same rows, same labels, one value changed
+    with pytest.raises(ValueError, match="written by a fit on other data"):
+        TabNetClassifier(**settings).fit(X_other, y, resume_from=tmp_path)
+    resumed = TabNetClassifier(**settings).fit(X, y, resume_from=tmp_path)
+    assert resumed.n_iter_ == 4
