@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tabsparse.estimators import TabNetClassifier, TabNetPretrainer, TabNetRegressor
-    from tabsparse.explain import Explanation
     from tabsparse.estimators._persistence import load, save
+    from tabsparse.explain import Explanation
     from tabsparse.io import ModelFileError
     from tabsparse.losses import SparsemaxLoss, sparsemax_loss
     from tabsparse.sparsemax import Entmax15, Sparsemax, entmax15, sparsemax
@@ -77,7 +77,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(__all__)
 
 
 class _Package(types.ModuleType):

@@ -319,3 +319,28 @@ def test_import_tabsparse_imports_no_torch_or_sklearn() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_lazy_package_names() -> None:
+    # fresh interpreter: the submodule tabsparse.sparsemax imported first must not shadow the
+    # function of the same name, and every public name resolves to its defining module's object
+    code = (
+        "import tabsparse.sparsemax\n"
+        "import importlib, tabsparse\n"
+        "from tabsparse import sparsemax\n"
+        "assert sparsemax is importlib.import_module('tabsparse.sparsemax').sparsemax\n"
+        "assert tabsparse.sparsemax is sparsemax\n"
+        "for name in tabsparse.__all__:\n"
+        "    assert getattr(tabsparse, name) is not None, name\n"
+        "assert tabsparse.TabNetClassifier is tabsparse.estimators.TabNetClassifier\n"
+        "assert dir(tabsparse) == sorted(tabsparse.__all__)\n"
+        "try:\n"
+        "    tabsparse.nope\n"
+        "except AttributeError as exc:\n"
+        "    print(exc)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "module 'tabsparse' has no attribute 'nope'"
