@@ -427,3 +427,24 @@ def test_pretrainer_round_trips(X: pd.DataFrame, tmp_path: Path) -> None:
         write_members(tmp_path / "edited.tabsparse", edited)
         with pytest.raises(ModelFileError, match="checksum mismatch" if not sign else "imply a"):
             load(tmp_path / "edited.tabsparse")
+
+
+def test_read_model_file_gives_the_verified_payload(saved: Path, models: dict[str, Any]) -> None:
+    payload = tabsparse.io.read_model_file(saved)
+    assert payload.estimator == "TabNetClassifier" and payload.format_version == 2
+    assert set(payload.document) == {
+        "params",
+        "param_notes",
+        "attributes",
+        "notes",
+        "device",
+        "encoder",
+    }
+    state = models["binary_str"].network_.state_dict()
+    assert list(payload.tensors) != [] and set(payload.tensors) == set(state)
+    for name, tensor in state.items():
+        assert torch.equal(payload.tensors[name], tensor), name
+    # tied names share one tensor, as in the network
+    tied = "encoder.initial.shared.layers.0.fc.weight"
+    assert payload.tensors[tied] is payload.tensors["encoder.shared.0.weight"]
+    assert tabsparse.io.load(saved, device="cpu").device_ == torch.device("cpu")

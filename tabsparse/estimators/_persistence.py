@@ -95,8 +95,14 @@ class EstimatorSpec:
         check_is_fitted(estimator)
         return _payload(estimator, self)
 
-    def from_payload(self, payload: ModelPayload, device: torch.device | None) -> Any:
-        """A fitted estimator from a payload read from a file; ``FileProblem`` if inconsistent."""
+    def from_payload(self, payload: ModelPayload, device: str | torch.device | None) -> Any:
+        """A fitted estimator from a payload read from a file; ``FileProblem`` if inconsistent.
+
+        ``device`` as for :func:`load` (a string is resolved here when
+        :func:`tabsparse.io.load` is called directly).
+        """
+        if device is not None and not isinstance(device, torch.device):
+            device = resolve_device(str(device))
         return _estimator(payload, self, device)
 
 
