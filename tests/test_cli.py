@@ -298,6 +298,10 @@ def test_header_only_file_gives_an_empty_output(
         full = workdir / "full_pred.csv"
         assert run(capsys, "predict", model, workdir / "new.csv", "-o", full, *extra)[0] == 0
         assert pd.read_csv(full).columns.tolist() == columns  # the same columns as with rows
+    out = workdir / "empty_explain.csv"
+    rc, _, err = run(capsys, "explain", classifier_file, header_only, "-o", out)
+    assert (rc, err) == (0, "")
+    assert out.read_text().splitlines() == ["a,b,c"]
 
 
 def test_version_in_process(capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,6 +22,13 @@ def run(args: argparse.Namespace) -> int:
             raise CliError("the plot cannot be written to stdout; give a file name to --plot")
     model = _load_model(args.model, predicts=False)
     X = _model_features(model, read_table(args.data, args.sep), args.data)
+    if len(X) == 0:  # a header-only file: one column per feature, no rows
+        if args.plot is not None:
+            raise CliError(f"{args.data} has no rows: there are no masks to plot")
+        import pandas as pd
+
+        _write_csv(pd.DataFrame(columns=list(model.encoder_.feature_names)), args.output)
+        return EXIT_OK
     explanation = model.explain(X)
     _write_csv(explanation.to_frame(), args.output)
     if args.plot is not None:
