@@ -53,10 +53,16 @@ def test_zero_columns_rejected() -> None:
         TableEncoder().fit(pd.DataFrame(index=[0, 1]))
 
 
-def test_scipy_sparse_rejected() -> None:
+def test_scipy_sparse_accepted_but_not_complex_or_empty() -> None:
+    # Sparse input is accepted since issue 25 item 6 (values: tests/test_data_sparse.py);
+    # only numeric sparse matrices with at least one column are.
     sparse = pytest.importorskip("scipy.sparse")
-    with pytest.raises(TypeError, match=r"dense input is required.*toarray\(\)"):
-        TableEncoder().fit(sparse.csr_matrix(np.eye(3)))
+    enc = TableEncoder().fit(sparse.csr_matrix(np.eye(3)))
+    assert enc.feature_names == ["x0", "x1", "x2"]
+    with pytest.raises(TypeError, match="only bool, integer and float sparse matrices"):
+        TableEncoder().fit(sparse.csr_matrix(np.eye(3) * 1j))
+    with pytest.raises(ValueError, match="got 0 columns"):
+        TableEncoder().fit(sparse.csr_matrix((3, 0)))
 
 
 def test_duplicated_column_names_rejected() -> None:

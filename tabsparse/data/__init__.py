@@ -3,8 +3,10 @@
 :class:`TableEncoder` turns a table -- a pandas DataFrame as it comes, a polars
 DataFrame, a pyarrow Table or anything with the Arrow or dataframe-interchange
 protocol (converted once by :func:`as_pandas`, see :mod:`tabsparse.data.frames`),
-a 2-D numpy array or a list of rows -- into an :class:`EncodedTable`: a float32 block of
-numeric columns and an int64 block of category codes. It learns what it needs
+a 2-D numpy array, a scipy sparse matrix (encoded block of rows by block, never
+densified as a whole, see :mod:`tabsparse.data.sparse`) or a list of rows -- into
+an :class:`EncodedTable`: a float32 block of numeric columns and an int64 block of
+category codes. It learns what it needs
 (column kinds, category vocabularies, numeric statistics) with :meth:`fit`, or
 chunk by chunk with :meth:`partial_fit` for data larger than memory, and its
 state round-trips through JSON (:meth:`TableEncoder.to_dict` /
@@ -49,7 +51,16 @@ Column kinds (``categorical_features``)
   raises ``ValueError`` naming the column and an example value.
 * datetime, timedelta, period, interval, complex and bytes columns raise
   ``TypeError``; convert them to numeric features (timestamps, parts,
-  durations in seconds, ...) or to strings first.
+  durations in seconds, ...) or to strings first. With
+  ``datetime_features="expand"`` a datetime column instead becomes numeric
+  features ``"<name>__year"``, ``"<name>__month"``, ... (the parts that vary
+  in the training data; see :mod:`tabsparse.data.datetimes`); ``feature_names``
+  then lists the features and ``input_names`` the input columns.
+* A scipy sparse matrix or array has numeric columns only, named ``x0, x1, ...``;
+  a stored NaN is missing as in a dense array.
+* At fit, a text column that looks like dates stored as strings or is nearly
+  unique per row (identifiers, titles) gets one :class:`ColumnWarning` naming
+  it and saying what to do (see :mod:`tabsparse.data.column_warnings`).
 
 Categorical values
 ------------------
@@ -123,20 +134,27 @@ vocabulary holds both bools and numbers.
 from __future__ import annotations
 
 from tabsparse.data.categories import Category
+from tabsparse.data.column_warnings import ColumnWarning
+from tabsparse.data.datetimes import DATETIME_PARTS
 from tabsparse.data.encoded import CODE_MISSING, CODE_OFFSET, CODE_UNSEEN, EncodedTable
 from tabsparse.data.encoder import EncoderNotFittedError, TableEncoder, describe_columns
 from tabsparse.data.frames import as_pandas
+from tabsparse.data.sparse import SPARSE_BLOCK_ROWS, is_sparse_matrix
 from tabsparse.data.state import STATE_VERSION
 
 __all__ = [
     "CODE_MISSING",
     "CODE_OFFSET",
     "CODE_UNSEEN",
+    "DATETIME_PARTS",
+    "SPARSE_BLOCK_ROWS",
     "STATE_VERSION",
     "Category",
+    "ColumnWarning",
     "EncodedTable",
     "EncoderNotFittedError",
     "TableEncoder",
     "as_pandas",
     "describe_columns",
+    "is_sparse_matrix",
 ]

@@ -20,7 +20,7 @@ from tabsparse.data.tables import Table, short_list
 
 _UNSUPPORTED_HINTS = {
     "datetime": "convert them to numbers first, e.g. timestamps with .astype('int64') "
-    "or parts such as .dt.year / .dt.dayofweek",
+    "or parts such as .dt.year / .dt.dayofweek, or pass datetime_features='expand'",
     "timedelta": "convert them to numbers first, e.g. durations with .dt.total_seconds()",
     "period": "convert them to numbers first, e.g. with .dt.to_timestamp().astype('int64')",
     "interval": "convert them to numbers first, e.g. their bounds or midpoints "

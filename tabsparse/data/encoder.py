@@ -13,12 +13,24 @@ from typing import Any, ClassVar
 import numpy as np
 
 from tabsparse.data.categories import Category, CodeLookup, vocab_update
+from tabsparse.data.column_warnings import warn_unlikely_features
 from tabsparse.data.columns import Column, infer_kind, read_column, resolve_categorical
+from tabsparse.data.datetimes import (
+    datetime_index,
+    expand_column,
+    is_datetime_column,
+    part_name,
+    varying_parts,
+    zone_of,
+)
 from tabsparse.data.encoded import CODE_OFFSET, EncodedTable
 from tabsparse.data.numeric import check_finite_block, fill_columns, numeric_values
+from tabsparse.data.sparse import check_sparse_values, sparse_stats, sparse_to_float32
 from tabsparse.data.state import encoder_from_dict, encoder_to_dict
 from tabsparse.data.stats import block_stats, column_scale, empty_stats, merge_stats
 from tabsparse.data.tables import Table, as_table, short_list
+
+DATETIME_OPTIONS = ("error", "expand")
 
 
 class EncoderNotFittedError(ValueError, AttributeError):
@@ -37,20 +49,36 @@ default="from_dtype"
         every column numeric; names (DataFrame input only), positions or a
         boolean mask of length ``n_features`` list the categorical columns,
         all others being numeric.
+    datetime_features : {"error", "expand"}, default="error"
+        What to do with datetime columns. ``"error"`` refuses them with a
+        ``TypeError`` (convert them yourself); ``"expand"`` turns each one
+        that is not listed in ``categorical_features`` into numeric features
+        ``"<name>__year"``, ``"<name>__month"``, ... -- the parts of a fixed
+        set that vary in the training data (see :mod:`tabsparse.data.datetimes`).
 
     Attributes
     ----------
     feature_names : list of str
-        Column names as strings (``"x0", "x1", ...`` for input without names).
+        Names of the features the network sees: the column names as strings
+        (``"x0", "x1", ...`` for input without names), each expanded datetime
+        column replaced by its parts (``"when__year", ...``). Without expanded
+        datetime columns this equals ``input_names``.
+    input_names : list of str
+        The input column names as strings, matched at transform.
     has_feature_names : bool
         Whether the fitted input was a DataFrame whose column names are all strings.
     n_features : int
-        Number of input columns.
+        Number of features (``len(feature_names)``).
+    datetime_parts : dict of str to list of str
+        The parts each expanded datetime column gives, by input name (empty
+        unless ``datetime_features="expand"`` met a datetime column).
+    datetime_zones : dict of str to str or None
+        The time zone each expanded datetime column had at fit (None: naive).
     kinds : list of str
-        ``"numeric"`` or ``"categorical"`` per input column.
+        ``"numeric"`` or ``"categorical"`` per feature.
     numeric_columns, categorical_columns : list of int
-        Positions of the numeric / categorical input columns, i.e. the input
-        column of each column of ``EncodedTable.numeric`` / ``EncodedTable.codes``.
+        Positions of the numeric / categorical features, i.e. the feature
+        of each column of ``EncodedTable.numeric`` / ``EncodedTable.codes``.
     categories : list of list
         Vocabulary per categorical column (bools, then numbers, then strings,
         each sorted).
@@ -69,6 +97,9 @@ default="from_dtype"
     """
 
     feature_names: list[str]
+    input_names: list[str]
+    datetime_parts: dict[str, list[str]]
+    datetime_zones: dict[str, str | None]
     has_feature_names: bool
     n_features: int
     kinds: list[str]
@@ -85,6 +116,9 @@ default="from_dtype"
 
     _FITTED_ATTRIBUTES: ClassVar[tuple[str, ...]] = (
         "feature_names",
+        "input_names",
+        "datetime_parts",
+        "datetime_zones",
         "has_feature_names",
         "n_features",
         "kinds",
@@ -100,12 +134,18 @@ default="from_dtype"
         "n_rows_seen",
     )
 
-    def __init__(self, *, categorical_features: object = "from_dtype") -> None:
+    def __init__(
+        self, *, categorical_features: object = "from_dtype", datetime_features: str = "error"
+    ) -> None:
         self.categorical_features = categorical_features
+        self.datetime_features = datetime_features
         self._reset()
 
     def __repr__(self) -> str:
-        return f"TableEncoder(categorical_features={self.categorical_features!r})"
+        extra = ""
+        if self.datetime_features != "error":
+            extra = f", datetime_features={self.datetime_features!r}"
+        return f"TableEncoder(categorical_features={self.categorical_features!r}{extra})"
 
     # ---- state ---------------------------------------------------------------------
 
@@ -150,7 +190,7 @@ default="from_dtype"
 
         Parameters
         ----------
-        X : pandas.DataFrame, numpy.ndarray or list of rows
+        X : DataFrame, numpy.ndarray, scipy sparse matrix or list of rows
             The training table (at least one row and one column).
 
         Returns
@@ -165,7 +205,14 @@ default="from_dtype"
             names, bad ``categorical_features``, infinite or out-of-range
             values, non-numeric values in a numeric column).
         TypeError
-            For sparse matrices and datetime-like, complex or bytes columns.
+            For datetime-like (unless ``datetime_features="expand"``), complex
+            or bytes columns and non-numeric sparse matrices.
+
+        Warns
+        -----
+        ColumnWarning
+            Once per text column that looks like dates stored as strings or
+            is nearly unique per row (see :mod:`tabsparse.data.column_warnings`).
         """
         self._reset()
         self._fit_table(as_table(X))
@@ -181,7 +228,7 @@ default="from_dtype"
 
         Parameters
         ----------
-        X : pandas.DataFrame, numpy.ndarray or list of rows
+        X : DataFrame, numpy.ndarray, scipy sparse matrix or list of rows
             A chunk. Chunks with 0 rows are accepted once the encoder is fitted.
 
         Returns
@@ -205,7 +252,7 @@ default="from_dtype"
 
         Parameters
         ----------
-        X : pandas.DataFrame, numpy.ndarray or list of rows
+        X : DataFrame, numpy.ndarray, scipy sparse matrix or list of rows
             The training table.
 
         Returns
@@ -219,6 +266,10 @@ default="from_dtype"
         return EncodedTable(numeric, self._encode_codes(cols, table.n_rows))
 
     def _fit_table(self, table: Table) -> tuple[np.ndarray, list[Column]]:
+        if self.datetime_features not in DATETIME_OPTIONS:
+            raise ValueError(
+                f"datetime_features must be 'error' or 'expand', got {self.datetime_features!r}."
+            )
         if self.is_fitted:
             return self._update(table)
         if table.n_rows == 0:
@@ -235,18 +286,21 @@ default="from_dtype"
     def _update(self, table: Table) -> tuple[np.ndarray, list[Column]]:
         """Add one chunk to the fitted state; the state is unchanged if this raises."""
         positions = self._match_columns(table)
-        cols = [
-            read_column(table, p, name)
-            for p, name in zip(positions, self.feature_names, strict=True)
-        ]
+        cols = self._read_features(table, positions)
         self._check_kinds(table, cols)
         numeric = self._encode_numeric(table, positions, cols)
-        chunk_stats = block_stats(numeric)
+        if table.sparse is not None:
+            chunk_stats = sparse_stats(table.sparse)
+        else:
+            chunk_stats = block_stats(numeric)
         chunk_keys: list[set[tuple[int, Category]]] = []
         for j in self.categorical_columns:
             keys: set[tuple[int, Category]] = set()
             vocab_update(keys, cols[j])
             chunk_keys.append(keys)
+        if self.n_rows_seen == 0:  # the first chunk: advice on columns that are no features
+            for j, keys in zip(self.categorical_columns, chunk_keys, strict=True):
+                warn_unlikely_features(cols[j], len(keys), stacklevel=4)
         for keys, new in zip(self._vocab_keys, chunk_keys, strict=True):
             keys.update(new)
         self._stats = merge_stats(self._stats, chunk_stats)
@@ -255,16 +309,50 @@ default="from_dtype"
         return numeric, cols
 
     def _init_schema(self, table: Table) -> None:
-        cols = [read_column(table, j, name) for j, name in enumerate(table.names)]
         declared = resolve_categorical(self.categorical_features, table)
-        if declared is None:
-            kinds = [infer_kind(col, table.frame is not None)[0] for col in cols]
+        parts: dict[str, list[str]] = {}
+        zones: dict[str, str | None] = {}
+        if table.sparse is not None:
+            if declared:
+                raise ValueError(
+                    "A sparse matrix has numeric columns only; categorical_features must be "
+                    "'from_dtype', None or empty for sparse input, got "
+                    f"{self.categorical_features!r}."
+                )
+            names, kinds = list(table.names), ["numeric"] * table.n_cols
         else:
-            chosen = set(declared)
-            kinds = ["categorical" if j in chosen else "numeric" for j in range(table.n_cols)]
-        self.feature_names = list(table.names)
+            chosen = set(declared or [])
+            names, kinds = [], []
+            for j, name in enumerate(table.names):
+                raw = table.column(j)
+                if (
+                    self.datetime_features == "expand"
+                    and j not in chosen
+                    and is_datetime_column(raw)
+                ):
+                    index = datetime_index(raw, name)
+                    parts[name], zones[name] = varying_parts(index), zone_of(index)
+                    names += [part_name(name, part) for part in parts[name]]
+                    kinds += ["numeric"] * len(parts[name])
+                    continue
+                col = read_column(table, j, name)
+                names.append(name)
+                if declared is None:
+                    kinds.append(infer_kind(col, table.frame is not None)[0])
+                else:
+                    kinds.append("categorical" if j in chosen else "numeric")
+            clashes = sorted({n for n in names if names.count(n) > 1})
+            if clashes:
+                raise ValueError(
+                    f"Expanded datetime features clash with other column names: {clashes}; "
+                    "rename those columns."
+                )
+        self.input_names = list(table.names)
+        self.datetime_parts = parts
+        self.datetime_zones = zones
+        self.feature_names = names
         self.has_feature_names = table.has_names
-        self.n_features = table.n_cols
+        self.n_features = len(names)
         self.kinds = kinds
         self.numeric_columns = [j for j, k in enumerate(kinds) if k == "numeric"]
         self.categorical_columns = [j for j, k in enumerate(kinds) if k == "categorical"]
@@ -273,8 +361,12 @@ default="from_dtype"
         self._stats = empty_stats(len(self.numeric_columns))
 
     def _check_kinds(self, table: Table, cols: list[Column]) -> None:
-        if self.n_rows_seen == 0 or not isinstance(self.categorical_features, str):
-            return  # explicit kinds cannot change; empty chunks carry no kinds
+        if (
+            self.n_rows_seen == 0
+            or not isinstance(self.categorical_features, str)
+            or table.sparse is not None
+        ):
+            return  # explicit kinds cannot change; empty chunks carry no kinds; sparse: numeric
         for col, kind in zip(cols, self.kinds, strict=True):
             new_kind, by_value = infer_kind(col, table.frame is not None)
             if new_kind == kind or (by_value and kind == "categorical"):
@@ -294,42 +386,63 @@ default="from_dtype"
 
         Parameters
         ----------
-        X : pandas.DataFrame, numpy.ndarray or list of rows
+        X : DataFrame, numpy.ndarray, scipy sparse matrix or list of rows
             A table with the fitted columns (by name for a DataFrame when the
             encoder was fitted with feature names, otherwise by position).
-            Zero rows are allowed.
+            Zero rows are allowed. A sparse matrix is accepted when every
+            feature is numeric and no datetime column was expanded; it is
+            encoded block of rows by block (see :mod:`tabsparse.data.sparse`).
 
         Returns
         -------
         EncodedTable
-            The numeric block and the category codes.
+            The numeric block (float32, in memory for the whole table) and
+            the category codes.
 
         Raises
         ------
         EncoderNotFittedError
             If the encoder is not fitted.
         ValueError
-            For mismatched columns, infinite or out-of-range values and
-            non-numeric values in numeric columns.
+            For mismatched columns, infinite or out-of-range values,
+            non-numeric values in numeric columns and sparse matrices given to
+            an encoder with categorical or datetime columns.
         TypeError
-            For sparse matrices and datetime-like or complex columns.
+            For datetime-like (unless expanded at fit) or complex columns.
         """
         self._check_fitted()
         table = as_table(X)
         positions = self._match_columns(table)
-        cols = [
-            read_column(table, p, name)
-            for p, name in zip(positions, self.feature_names, strict=True)
-        ]
+        cols = self._read_features(table, positions)
         numeric = self._encode_numeric(table, positions, cols)
         return EncodedTable(numeric, self._encode_codes(cols, table.n_rows))
 
+    def _read_features(self, table: Table, positions: list[int]) -> list[Column]:
+        """The features of ``table`` (its columns at ``positions``, datetime ones expanded);
+        none for a sparse matrix, whose values are read by the numeric encoding."""
+        if table.sparse is not None:
+            if self.categorical_columns or self.datetime_parts:
+                raise ValueError(
+                    "A sparse matrix has numeric columns only, but the encoder was fitted with "
+                    "categorical or datetime columns; pass a DataFrame or a dense array."
+                )
+            return []
+        cols: list[Column] = []
+        for p, name in zip(positions, self.input_names, strict=True):
+            if name in self.datetime_parts:
+                raw = table.column(p)
+                zone = self.datetime_zones[name]
+                cols += expand_column(raw, name, self.datetime_parts[name], zone)
+            else:
+                cols.append(read_column(table, p, name))
+        return cols
+
     def _match_columns(self, table: Table) -> list[int]:
-        """Position in ``table`` of each fitted column."""
+        """Position in ``table`` of each fitted input column."""
         if self.has_feature_names and table.frame is not None:
             position = {name: j for j, name in enumerate(table.names)}
-            missing = [name for name in self.feature_names if name not in position]
-            fitted = set(self.feature_names)
+            missing = [name for name in self.input_names if name not in position]
+            fitted = set(self.input_names)
             unexpected = [name for name in table.names if name not in fitted]
             if missing or unexpected:
                 parts = []
@@ -340,16 +453,20 @@ default="from_dtype"
                 raise ValueError(
                     "The columns of X do not match those seen at fit; " + "; ".join(parts) + "."
                 )
-            return [position[name] for name in self.feature_names]
-        if table.n_cols != self.n_features:
+            return [position[name] for name in self.input_names]
+        n_inputs = len(self.input_names)
+        if table.n_cols != n_inputs:
             raise ValueError(
                 f"X has {table.n_cols} features, but the encoder was fitted with "
-                f"{self.n_features} features."
+                f"{n_inputs} features."
             )
-        return list(range(self.n_features))
+        return list(range(n_inputs))
 
     def _encode_numeric(self, table: Table, positions: list[int], cols: list[Column]) -> np.ndarray:
         names = [self.feature_names[j] for j in self.numeric_columns]
+        if table.sparse is not None:  # every feature numeric, positions == range (checked)
+            check_sparse_values(table.sparse, names)
+            return sparse_to_float32(table.sparse)
         arr = table.array
         if (
             arr is not None
@@ -437,7 +554,8 @@ def describe_columns(enc: TableEncoder) -> list[tuple[str, str, int]]:
     Returns
     -------
     list of (str, str, int)
-        ``(name, kind, n_categories)`` per input column in original order,
+        ``(name, kind, n_categories)`` per feature (input column, or part of an
+        expanded datetime column) in original order,
         ``n_categories`` being the vocabulary size of a categorical column
         (without the missing/unseen slots) and 0 for a numeric one.
     """

@@ -3,6 +3,13 @@
 :func:`encoder_to_dict` gives plain JSON-able data; :func:`encoder_from_dict` checks every field
 (types, lengths, canonical vocabulary order, consistent statistics) and rebuilds a fitted encoder,
 raising ``ValueError("Invalid TableEncoder state: ...")`` for anything malformed.
+
+Versions: an encoder with ``datetime_features="error"`` (the default) writes version 1, the
+format older releases read; ``datetime_features="expand"`` writes version 2, which adds
+``"datetime_features"``, ``"input_names"`` (the input columns, matched at transform) and
+``"datetime_columns"`` (``{"name", "parts", "zone"}`` per expanded column; its features are
+``"<name>__<part>"`` in ``"feature_names"``). Both versions are read; a version 1 state has no
+expanded columns.
 """
 
 from __future__ import annotations
@@ -14,12 +21,14 @@ import numpy as np
 import pandas as pd
 
 from tabsparse.data.categories import INT64_LIMIT, TYPE_NAMES, Category, type_name, value_key
+from tabsparse.data.datetimes import DATETIME_PARTS, part_name
 from tabsparse.data.encoded import CODE_MISSING, CODE_OFFSET, CODE_UNSEEN
 
 if TYPE_CHECKING:
     from tabsparse.data.encoder import TableEncoder
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+"""The newest state version this library writes and reads (it reads every older one)."""
 _STATE_FORMAT = "tabsparse.TableEncoder"
 
 
@@ -44,9 +53,9 @@ def encoder_to_dict(enc: TableEncoder) -> dict[str, Any]:
     def floats(a: np.ndarray) -> list[float | None]:
         return [float(v) if np.isfinite(v) else None for v in a]
 
-    return {
+    state: dict[str, Any] = {
         "format": _STATE_FORMAT,
-        "version": STATE_VERSION,
+        "version": 1,
         "categorical_features": spec,
         "feature_names": list(enc.feature_names),
         "has_feature_names": bool(enc.has_feature_names),
@@ -67,6 +76,15 @@ def encoder_to_dict(enc: TableEncoder) -> dict[str, Any]:
         "numeric_m2": floats(m2),
         "n_rows_seen": int(enc.n_rows_seen),
     }
+    if enc.datetime_features != "error":
+        state["version"] = 2
+        state["datetime_features"] = enc.datetime_features
+        state["input_names"] = list(enc.input_names)
+        state["datetime_columns"] = [
+            {"name": name, "parts": list(parts), "zone": enc.datetime_zones[name]}
+            for name, parts in enc.datetime_parts.items()
+        ]
+    return state
 
 
 def _bad_state(detail: str) -> ValueError:
@@ -132,8 +150,8 @@ def encoder_from_dict(cls: type[TableEncoder], d: object) -> TableEncoder:
     if d.get("format") != _STATE_FORMAT:
         raise _bad_state(f"'format' must be {_STATE_FORMAT!r}, got {d.get('format')!r}")
     version = _get(d, "version", int, "an integer")
-    if version != STATE_VERSION:
-        raise _bad_state(f"unsupported version {version} (this library reads {STATE_VERSION})")
+    if version not in (1, STATE_VERSION):
+        raise _bad_state(f"unsupported version {version} (this library reads 1 to {STATE_VERSION})")
     n = _get(d, "n_features", int, "an integer")
     if n < 1:
         raise _bad_state(f"'n_features' must be at least 1, got {n}")
@@ -192,8 +210,15 @@ def encoder_from_dict(cls: type[TableEncoder], d: object) -> TableEncoder:
         if missing[j] != (count[j] < n_rows):
             raise _bad_state(f"{where}: 'numeric_missing' disagrees with the count")
 
-    enc = cls(categorical_features=d.get("categorical_features", "from_dtype"))
+    datetime_features, input_names, parts, zones = _datetime_state(d, version, names)
+    enc = cls(
+        categorical_features=d.get("categorical_features", "from_dtype"),
+        datetime_features=datetime_features,
+    )
     enc.feature_names = names
+    enc.input_names = input_names
+    enc.datetime_parts = parts
+    enc.datetime_zones = zones
     enc.has_feature_names = has_names
     enc.n_features = n
     enc.kinds = kinds
@@ -212,3 +237,47 @@ def encoder_from_dict(cls: type[TableEncoder], d: object) -> TableEncoder:
     # Keep the stored std (it is what consumers of the JSON spec use).
     enc.numeric_std = np.asarray(std, dtype=np.float64).reshape(-1)
     return enc
+
+
+def _datetime_state(
+    d: dict[str, Any], version: int, names: list[str]
+) -> tuple[str, list[str], dict[str, list[str]], dict[str, str | None]]:
+    """``datetime_features``, the input names and the expanded columns' parts and zones."""
+    if version == 1:
+        return "error", list(names), {}, {}
+    option = d.get("datetime_features")
+    if option not in ("error", "expand"):
+        raise _bad_state(f"'datetime_features' must be 'error' or 'expand', got {option!r}")
+    inputs = _get(d, "input_names", list, "a list")
+    if not all(isinstance(v, str) for v in inputs) or len(set(inputs)) != len(inputs):
+        raise _bad_state("'input_names' must be distinct strings")
+    columns = _get(d, "datetime_columns", list, "a list")
+    parts: dict[str, list[str]] = {}
+    zones: dict[str, str | None] = {}
+    for entry in columns:
+        if not isinstance(entry, dict) or set(entry) != {"name", "parts", "zone"}:
+            raise _bad_state(f"'datetime_columns' entries must be {{name, parts, zone}}: {entry!r}")
+        name, got, zone = entry["name"], entry["parts"], entry["zone"]
+        if name not in inputs or name in parts:
+            raise _bad_state(f"datetime column {name!r} is not a distinct input column")
+        if (
+            not isinstance(got, list)
+            or not got
+            or any(p not in DATETIME_PARTS for p in got)
+            or got != sorted(set(got), key=DATETIME_PARTS.index)
+        ):
+            raise _bad_state(f"datetime column {name!r}: bad parts {got!r}")
+        if zone is not None:
+            try:
+                pd.DatetimeTZDtype(tz=zone)
+            except Exception as exc:
+                raise _bad_state(f"datetime column {name!r}: unknown time zone {zone!r}") from exc
+        parts[name], zones[name] = list(got), zone
+    if parts and option != "expand":
+        raise _bad_state("'datetime_columns' requires datetime_features 'expand'")
+    expanded = []
+    for name in inputs:
+        expanded += [part_name(name, p) for p in parts[name]] if name in parts else [name]
+    if expanded != names:
+        raise _bad_state("'feature_names' do not match 'input_names' and 'datetime_columns'")
+    return option, list(inputs), parts, zones

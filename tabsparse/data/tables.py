@@ -1,4 +1,5 @@
-"""Validation of a raw 2-D input into a :class:`Table`: a pandas DataFrame or a 2-D numpy array.
+"""Validation of a raw 2-D input into a :class:`Table`: a pandas DataFrame, a 2-D numpy array
+or a scipy sparse matrix (in CSR form, see :mod:`tabsparse.data.sparse`).
 
 Any other DataFrame (polars, pyarrow, ...) is first converted to pandas by
 :func:`tabsparse.data.frames.as_pandas`; lists of rows become arrays keeping their Python types.
@@ -8,16 +9,18 @@ Nothing is copied that need not be.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from tabsparse.data.frames import as_pandas
+from tabsparse.data.sparse import as_csr, is_sparse_matrix
 
 
 @dataclass
 class Table:
-    """A validated 2-D input: a DataFrame or a 2-D numpy array."""
+    """A validated 2-D input: a DataFrame, a 2-D numpy array or a CSR matrix (``sparse``)."""
 
     frame: pd.DataFrame | None
     array: np.ndarray | None
@@ -25,30 +28,34 @@ class Table:
     n_cols: int
     names: list[str]
     has_names: bool
+    sparse: Any = None
 
     def column(self, j: int) -> pd.Series | np.ndarray:
         if self.frame is not None:
             return self.frame.iloc[:, j]
+        if self.sparse is not None:
+            return np.asarray(self.sparse[:, [j]].toarray()).reshape(-1)
         assert self.array is not None
         return self.array[:, j]
-
-
-def _is_scipy_sparse(X: object) -> bool:
-    module = type(X).__module__ or ""
-    return module.startswith("scipy.sparse") or (hasattr(X, "tocsr") and hasattr(X, "nnz"))
 
 
 def as_table(X: object) -> Table:
     """Validate ``X`` and wrap it as a :class:`Table` without copying data.
 
-    Tables from other libraries (polars, pyarrow, ...) are converted to pandas first.
+    Tables from other libraries (polars, pyarrow, ...) are converted to pandas first; a scipy
+    sparse matrix or array is kept sparse (CSR, columns ``x0, x1, ...``).
     """
+    if is_sparse_matrix(X):
+        csr = as_csr(X)
+        n_rows, n_cols = (int(s) for s in csr.shape)
+        names = [f"x{j}" for j in range(n_cols)]
+        table = Table(None, None, n_rows, n_cols, names, False, csr)
+        if n_cols == 0:
+            raise ValueError(
+                f"Expected a 2-D table with at least 1 column, got 0 columns (shape ({n_rows}, 0))."
+            )
+        return table
     X = as_pandas(X)
-    if _is_scipy_sparse(X):
-        raise TypeError(
-            "A sparse matrix was passed, but dense input is required; "
-            "convert it with X.toarray() (or pass a DataFrame)."
-        )
     if isinstance(X, pd.Series):
         raise ValueError(
             "Expected a 2-D table (DataFrame, 2-D array or list of rows), got a pandas Series "
