@@ -370,6 +370,18 @@ def test_parameters_are_validated(X: pd.DataFrame) -> None:
         TabNetPretrainer(**TINY, n_shared_decoder=0, n_indep_decoder=0).fit(X)
 
 
+def test_pretrainer_is_a_sibling_sharing_the_fit_template() -> None:
+    from tabsparse.estimators._base import TabNetBase
+    from tabsparse.estimators._supervised import TabNetSupervised
+
+    assert issubclass(TabNetPretrainer, TabNetBase)
+    assert not issubclass(TabNetPretrainer, TabNetSupervised)
+    assert TabNetPretrainer._fit is TabNetClassifier._fit is TabNetRegressor._fit
+    params = TabNetPretrainer().get_params()
+    assert not {"scoring", "distributed", "pretrained"} & set(params)
+    assert set(TabNetPretrainer._parameter_constraints) == set(params)
+
+
 def test_transform(pre: TabNetPretrainer, X: pd.DataFrame) -> None:
     Z = pre.transform(X)
     assert Z.shape == (len(X), 4) and Z.dtype == np.float32

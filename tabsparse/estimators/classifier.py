@@ -10,9 +10,9 @@ from sklearn.base import ClassifierMixin
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.validation import check_is_fitted
 
+import tabsparse.estimators._multioutput as mo
 from tabsparse._compat import StrOptions
-from tabsparse.estimators import _multioutput as mo
-from tabsparse.estimators._base import TabNetBase
+from tabsparse.estimators._supervised import TabNetSupervised
 from tabsparse.estimators._targets import (
     ClassLabels,
     MultiLabel,
@@ -22,15 +22,16 @@ from tabsparse.estimators._targets import (
 )
 
 
-class TabNetClassifier(ClassifierMixin, TabNetBase):
+class TabNetClassifier(ClassifierMixin, TabNetSupervised):
     """TabNet classifier (Arik & Pfister) with sparsemax attention.
+
+    The defaults were chosen on the quality benchmark; what each one gained is in the user
+    guide ("Defaults") and ``benchmarks/README.md`` ("Defaults: what was tried").
 
     Parameters
     ----------
     n_d, n_a : int, default=16
-        Widths of the decision and attention layers. (pytorch-tabnet uses 8; on this library's
-        CPU path the cost of a step hardly depends on the width, and 16 is clearly more
-        accurate, e.g. 0.840 vs 0.795 on covtype_50k_sample.)
+        Widths of the decision and attention layers.
     n_steps : int, default=3
         Number of decision steps.
     gamma : float, default=1.3
@@ -39,11 +40,9 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         Step-specific and shared GLU layers per feature transformer.
     momentum : float, default=0.1
         Batch-norm momentum (PyTorch convention). The running statistics are updated once per
-        batch, from all its virtual batches at once, so with a few dozen batches per epoch 0.02
-        lags the weights by about an epoch; 0.1 tracks them (see "Defaults: what was tried" in
-        ``benchmarks/README.md``). pytorch-tabnet updates them once per virtual batch: its
-        ``momentum=0.02`` with batches of 8 virtual batches averages over the same horizon as
-        ``1 - 0.98 ** 8 = 0.149`` here.
+        batch, from all its virtual batches at once. pytorch-tabnet updates them once per
+        virtual batch: its ``momentum=0.02`` with batches of 8 virtual batches averages over the
+        same horizon as ``1 - 0.98 ** 8 = 0.149`` here.
     mask_type : {"sparsemax", "entmax"}, default="sparsemax"
     lambda_sparse : float, default=1e-3
         Weight of the mask-entropy sparsity loss.
@@ -55,9 +54,6 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         virtual batch (2,000 rows: 128; 5,000: 256), so small tables are not underfitted.
     max_epochs : int, default=200
         Upper bound on the epochs; with early stopping most fits end well before it.
-        pytorch-tabnet's 100 cut large tables short (covtype_50k_sample still improved at
-        epoch 100; with ``n_iter_no_change=20`` it reaches 0.858 accuracy against 0.822, mean
-        of 3 seeds on the quality benchmark).
     learning_rate : float, default=0.02
     weight_decay : float, default=0.0
         AdamW weight decay.
@@ -77,16 +73,10 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
     validation_fraction : float, default=0.1
         Fraction of the training rows held out (stratified) when early stopping without ``X_val``.
     n_iter_no_change : int, default=20
-        Epochs without improvement of ``scoring`` before stopping. 20 rather than
-        pytorch-tabnet's 10: while the cosine schedule's rate is still high the validation loss
-        is noisy, and 10 epochs stopped tables that were still learning (with
-        ``max_epochs=200``: electricity 0.800 against 0.792 accuracy, poker_hand 0.632 against
-        0.568).
+        Epochs without improvement of ``scoring`` before stopping.
     tol : float, default=1e-7
         Minimum improvement of the score early stopping watches (absolute, as in
-        scikit-learn's HistGradientBoosting, whose default this is). The earlier default 1e-4 is
-        a large step for a validation loss near 0 (easy tables, regression with R2 near 1) and
-        ended such fits too early (see "Defaults: what was tried" in ``benchmarks/README.md``).
+        scikit-learn's HistGradientBoosting, whose default this is).
     scoring : "loss", str, callable or None, default="loss"
         What early stopping watches: the validation loss, or a scikit-learn scorer.
     categorical_features : "from_dtype", list of names or indices, bool mask or None
@@ -182,7 +172,7 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
     """
 
     _parameter_constraints = {
-        **TabNetBase._parameter_constraints,
+        **TabNetSupervised._parameter_constraints,
         "class_weight": [dict, list, StrOptions({"balanced"}), None],
         "multilabel_loss": [StrOptions({"sparsemax", "bce"})],
     }
@@ -285,7 +275,7 @@ class TabNetClassifier(ClassifierMixin, TabNetBase):
         sample_weight_val: Any = None,
         resume_from: str | os.PathLike[str] | None = None,
     ) -> TabNetClassifier:
-        """Fit the classifier; see :meth:`TabNetBase.fit`.
+        """Fit the classifier; see :meth:`TabNetSupervised.fit`.
 
         ``y`` is one column of class labels, a multi-label indicator matrix
         ``(n_samples, n_labels)`` of 0 / 1, or a 2-D array / DataFrame of class labels with one

@@ -3,54 +3,31 @@
 The estimator is a scikit-learn transformer: ``fit(X)`` trains the encoder and a decoder to
 reconstruct masked cells (:mod:`tabsparse.pretraining`), ``transform(X)`` returns the encoder's
 representation. ``TabNetClassifier(pretrained=pretrainer)`` / ``TabNetRegressor(pretrained=...)``
-start from its weights; the helpers at the end of this module do that copy.
+start from its weights (:mod:`tabsparse.estimators._finetune` does that copy).
+
+It is a sibling of the supervised estimators: :class:`~tabsparse.estimators._base.TabNetBase`
+runs the fit; this class fills in its hooks (the data without a target, the pretraining
+network, the cell masks, the reconstruction loss).
 """
 
 from __future__ import annotations
 
-import copy
 import os
 from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
-from sklearn.base import TransformerMixin, clone
+from sklearn.base import TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from tabsparse._compat import Interval, _check_feature_names_in
-from tabsparse.data import EncodedTable, TableEncoder
-from tabsparse.estimators._base import (
-    TabNetBase,
-    _check_table,
-    _verbose_logging,
-    resolve_device,
-)
+from tabsparse.estimators._base import FitData, TabNetBase
 from tabsparse.nn.decoder import PretrainingNetwork
 from tabsparse.pretraining import CellMasker, ReconstructionLoss, encode_rows, mask_cells
-from tabsparse.training import (
-    LossFn,
-    ScoreFn,
-    TensorData,
-    TrainingError,
-    inference_batch_size,
-    load_checkpoint,
-)
+from tabsparse.training import LossFn, TensorData, Trainer, inference_batch_size
 
-#: Parameters that decide the shapes of the encoder weights: a fine-tuned estimator must use the
-#: pretrainer's values.
-ARCHITECTURE_PARAMS = (
-    "n_d",
-    "n_a",
-    "n_steps",
-    "n_independent",
-    "n_shared",
-    "cat_emb_dim",
-    "grouped_features",
-)
-
-_NOT_HERE = {"scoring", "distributed", "pretrained"}
+__all__ = ["TabNetPretrainer"]
 
 
 class TabNetPretrainer(TransformerMixin, TabNetBase):
@@ -123,7 +100,7 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
     network_: PretrainingNetwork  # type: ignore[assignment]
 
     _parameter_constraints = {
-        **{k: v for k, v in TabNetBase._parameter_constraints.items() if k not in _NOT_HERE},
+        **TabNetBase._parameter_constraints,
         "pretraining_ratio": [Interval(Real, 0.0, 1.0, closed="neither")],
         "n_shared_decoder": [Interval(Integral, 0, None, closed="left")],
         "n_indep_decoder": [Interval(Integral, 0, None, closed="left")],
@@ -167,7 +144,6 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
         checkpoint_dir: str | os.PathLike[str] | None = None,
         checkpoint_every: int = 1,
     ) -> None:
-        # TabNetBase.__init__ would also set the prediction-only parameters (scoring, ...).
         self.n_d = n_d
         self.n_a = n_a
         self.n_steps = n_steps
@@ -230,71 +206,66 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
         -------
         self
         """
-        self._validate_params()
+        return self._fit(X, X_val=X_val, resume_from=resume_from)
+
+    # ---- hooks of the fit template -------------------------------------------------------------
+    def _check_fit_arguments(self, y: Any, X_val: Any, y_val: Any) -> None:
         if self.n_shared_decoder + self.n_indep_decoder < 1:
             raise ValueError(
                 f"n_shared_decoder={self.n_shared_decoder} + n_indep_decoder="
                 f"{self.n_indep_decoder} must be >= 1"
             )
-        device = resolve_device(self.device)
-        X = _check_table(X)
-        continuing = self.warm_start and hasattr(self, "network_")
+
+    def _fit_data(
+        self,
+        X: Any,
+        y: Any,
+        sample_weight: Any,
+        X_val: Any,
+        y_val: Any,
+        sample_weight_val: Any,
+        *,
+        device: torch.device,
+        ctx: Any,
+        continuing: bool,
+    ) -> FitData:
+        """The table encoded once; validation rows (``X_val`` or a split) are masked later, in
+        :meth:`_before_training`, once the network's input layer exists."""
+        X = self._check_fit_table(X, continuing=continuing)
         seed = self._seed()
         rng = np.random.default_rng(seed)
-        if continuing:
-            encoded = self._encode(X)
-        else:
-            self.encoder_ = TableEncoder(categorical_features=self.categorical_features)
-            encoded = self.encoder_.fit_transform(X)
-            self._set_feature_attributes()
-        val_table: EncodedTable | None = None
+        encoded = self._encode(X) if continuing else self._fit_encoder(X)
+        val_table = None
         if X_val is not None:
             val_table = self._encode(X_val, what="X_val")
         elif self._use_early_stopping(len(encoded)):
             train_idx, val_idx = self._split(len(encoded), rng, None)
             encoded, val_table = encoded.take(train_idx), encoded.take(val_idx)
-        if not continuing:
-            self.network_ = self._build_network(seed).to(device)
-            self.history_: list[dict[str, float]] = []
-        self.network_.to(device)
-        self.device_ = device
         train = self._tensor_data(encoded, None, None, device)
-        val = None if val_table is None else self._masked(val_table, rng, device)
-        trainer = self._trainer(train, seed, device, None)
-        trainer.transform_batch = CellMasker(self.pretraining_ratio, self.network_.inputs)
-        try:
-            with _verbose_logging(self.verbose):
-                resume = None if resume_from is None else load_checkpoint(resume_from)
-                trainer.fit(train, val, resume=resume)
-        except (TrainingError, KeyboardInterrupt):
-            if trainer.best_iteration is None:
-                for name in ("network_", "n_iter_", "best_iteration_", "feature_importances_"):
-                    self.__dict__.pop(name, None)
-            else:
-                self._finish_fit(trainer, train, rng)
-            raise
-        self._finish_fit(trainer, train, rng)
-        return self
+        val = None if val_table is None else self._tensor_data(val_table, None, None, device)
+        return FitData(train, val, train, seed, rng)
 
-    def _masked(
-        self, table: EncodedTable, rng: np.random.Generator, device: torch.device
-    ) -> TensorData:
+    def _before_training(self, trainer: Trainer, data: FitData) -> None:
+        trainer.transform_batch = CellMasker(self.pretraining_ratio, self.network_.inputs)
+        if data.val is not None:
+            data.val = self._masked(data.val, data.rng)
+
+    def _masked(self, data: TensorData, rng: np.random.Generator) -> TensorData:
         """Validation rows with one fixed mask (drawn from the fit's seed)."""
-        data = self._tensor_data(table, None, None, device)
-        n_columns = table.n_numeric + table.n_categorical
-        mask = torch.from_numpy(rng.random((len(table), n_columns)) < self.pretraining_ratio)
+        n_columns = data.numeric.shape[1] + data.codes.shape[1]
+        mask = torch.from_numpy(rng.random((len(data), n_columns)) < self.pretraining_ratio)
         numeric, codes, target = mask_cells(data.numeric, data.codes, mask, self.network_.inputs)
         return TensorData(numeric, codes, target)
 
-    # ---- hooks of TabNetBase ------------------------------------------------------------------
-    def _build_network(self, seed: int) -> PretrainingNetwork:  # type: ignore[override]
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            return PretrainingNetwork(
+    def _build_network(self, seed: int) -> PretrainingNetwork:
+        return self._seeded_network(
+            seed,
+            lambda: PretrainingNetwork(
                 **self._network_kwargs(),
                 n_shared_decoder=self.n_shared_decoder,
                 n_indep_decoder=self.n_indep_decoder,
-            )
+            ),
+        )
 
     def _n_outputs(self) -> int:
         """Width of the reconstruction: one value per numeric column, one logit per category."""
@@ -305,9 +276,6 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
         return ReconstructionLoss(
             n_numeric=self.network_.n_numeric, vocab_sizes=self.network_.vocab_sizes
         )
-
-    def _score_fn(self) -> ScoreFn | None:
-        return None
 
     # ---- public methods after fit -------------------------------------------------------------
     def transform(self, X: Any) -> np.ndarray:
@@ -343,116 +311,3 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
         if tags.transformer_tags is not None:
             tags.transformer_tags.preserves_dtype = []  # always float32
         return tags
-
-
-# ---- fine-tuning: used by TabNetBase.fit --------------------------------------------------------
-def adopt_pretrained(estimator: TabNetBase, X: Any) -> TabNetPretrainer:
-    """Check ``estimator.pretrained`` against the estimator and ``X``; give the estimator the
-    pretrainer's column schema (a copy of its ``encoder_``). The pretrainer is not changed."""
-    pre = estimator.pretrained  # type: ignore[attr-defined]
-    if not isinstance(pre, TabNetPretrainer):
-        raise TypeError(f"pretrained must be a fitted TabNetPretrainer, got {type(pre).__name__}")
-    if not pre.__sklearn_is_fitted__():
-        raise ValueError(
-            "pretrained is an unfitted TabNetPretrainer; fit it first (pretrainer.fit(X)) and "
-            "pass the fitted object"
-        )
-    built = _built_architecture(pre)
-    wrong = [
-        f"{name}={built[name]!r} in the pretrainer but {name}={getattr(estimator, name)!r} here"
-        for name in ARCHITECTURE_PARAMS
-        if built[name] != getattr(estimator, name)
-    ]
-    if wrong:
-        raise ValueError(
-            f"{type(estimator).__name__} does not match the architecture of pretrained: "
-            + "; ".join(wrong)
-            + ". Use the pretrainer's values for these parameters."
-        )
-    _check_columns(pre, X)
-    estimator.encoder_ = copy.deepcopy(pre.encoder_)
-    estimator._set_feature_attributes()
-    return pre
-
-
-def _built_architecture(pre: TabNetPretrainer) -> dict[str, Any]:
-    """The architecture the pretrainer's network was built with, read from the network (so a
-    ``set_params`` on the pretrainer after its fit cannot make the check pass wrongly)."""
-    net = pre.network_
-    enc = net.encoder
-    independent = enc.initial.independent
-    return {
-        "n_d": enc.n_d,
-        "n_a": enc.n_a,
-        "n_steps": enc.n_steps,
-        "n_independent": 0 if independent is None else len(independent.layers),
-        "n_shared": len(enc.shared),
-        "cat_emb_dim": net.inputs.cat_emb_dim,
-        "grouped_features": pre.grouped_features,  # the group layout is compared at the copy
-    }
-
-
-def _check_columns(pre: TabNetPretrainer, X: Any) -> None:
-    names = list(pre.encoder_.feature_names)
-    if isinstance(X, pd.DataFrame) and pre.encoder_.has_feature_names:
-        given = [str(c) for c in X.columns]
-        missing = [c for c in names if c not in given]
-        extra = [c for c in given if c not in names]
-        if missing or extra:
-            raise ValueError(
-                "X does not have the columns pretrained was fitted on: "
-                f"missing {missing[:20]}, unexpected {extra[:20]}"
-            )
-        return
-    n = X.shape[1] if hasattr(X, "shape") and len(X.shape) == 2 else None
-    if n is not None and n != len(names):
-        raise ValueError(f"X has {n} columns, but pretrained was fitted on {len(names)} columns")
-
-
-def load_pretrained_weights(network: torch.nn.Module, pre: TabNetPretrainer) -> None:
-    """Copy the pretrainer's input-layer and encoder weights (and buffers) into ``network``."""
-    source = pre.network_
-    for part in ("inputs", "encoder"):
-        target_module = getattr(network, part)
-        state = getattr(source, part).state_dict()
-        mine = target_module.state_dict()
-        bad = [
-            f"{name}: {tuple(t.shape)} vs {tuple(mine[name].shape)}"
-            for name, t in state.items()
-            if name in mine and mine[name].shape != t.shape
-        ]
-        if bad or set(state) != set(mine):
-            raise ValueError(f"cannot copy the pretrained {part} weights: {bad[:5]}")
-        layout = [  # integer buffers describe the layout (groups, offsets): they must agree
-            name
-            for name, t in state.items()
-            if not t.is_floating_point()
-            and name != "num_batches_tracked"
-            and not name.endswith(".num_batches_tracked")
-            and not torch.equal(t.cpu(), mine[name].cpu())
-        ]
-        if layout:
-            raise ValueError(
-                f"cannot copy the pretrained {part} weights: the column layout differs "
-                f"({layout}); check grouped_features and the columns"
-            )
-        target_module.load_state_dict(state)
-
-
-def clone_keeping_pretrained(estimator: TabNetBase) -> TabNetBase:
-    """scikit-learn's clone, except that the ``pretrained`` parameter is passed on as it is.
-
-    ``sklearn.base.clone`` would clone a fitted pretrainer into an *unfitted* one; the
-    pretrained weights are only read at fit (never changed), so sharing the object is safe and
-    makes ``clone``, ``GridSearchCV`` and ``cross_val_score`` work with ``pretrained=``.
-    """
-    params = estimator.get_params(deep=False)
-    new_params = {
-        name: value if name == "pretrained" else clone(value, safe=False)
-        for name, value in params.items()
-    }
-    new = type(estimator)(**new_params)
-    for attr in ("_metadata_request", "_sklearn_output_config"):
-        if hasattr(estimator, attr):
-            setattr(new, attr, copy.deepcopy(getattr(estimator, attr)))
-    return new

@@ -7,11 +7,11 @@ from typing import Any
 import numpy as np
 from sklearn.base import RegressorMixin
 
-from tabsparse.estimators._base import TabNetBase
+from tabsparse.estimators._supervised import TabNetSupervised
 from tabsparse.estimators._targets import Regression, Target
 
 
-class TabNetRegressor(RegressorMixin, TabNetBase):
+class TabNetRegressor(RegressorMixin, TabNetSupervised):
     """TabNet regressor (Arik & Pfister) with sparsemax attention.
 
     Takes the same parameters as :class:`tabsparse.TabNetClassifier` (without

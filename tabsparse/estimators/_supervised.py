@@ -1,0 +1,453 @@
+"""What TabNetClassifier and TabNetRegressor share: a target, its data, scoring and prediction.
+
+:class:`TabNetSupervised` fills in the fit template of :class:`~tabsparse.estimators._base.
+TabNetBase` for estimators with a target: the target object (:mod:`tabsparse.estimators._targets`,
+one per kind of ``y``) gives the network's head, the loss, the output transform and the scores;
+data in memory is encoded once into tensors on the training device, data on disk is read batch by
+batch; training can start from a pretrainer's weights (``pretrained=``), and can run across the
+ranks of a torchrun launch (``distributed=``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from tabsparse._compat import HasMethods, StrOptions
+from tabsparse.data import EncodedTable, TableEncoder
+from tabsparse.distributed import broadcast_int, detect
+from tabsparse.estimators._base import IMPORTANCE_SAMPLE, FitData, TabNetBase
+from tabsparse.estimators._finetune import (
+    adopt_pretrained,
+    clone_keeping_pretrained,
+    load_pretrained_weights,
+)
+from tabsparse.estimators._inputs import (
+    check_table,
+    check_weight,
+    is_on_disk,
+    open_on_disk,
+)
+from tabsparse.estimators._targets import Target, target_of
+from tabsparse.nn.network import TabNet
+from tabsparse.streaming import DiskRows, ParquetRows, StreamingSource, scan
+from tabsparse.training import LossFn, ScoreFn, TensorData, inference_batch_size, predict_outputs
+
+__all__ = ["TabNetSupervised"]
+
+
+class TabNetSupervised(TabNetBase):
+    """The supervised estimators' parameters and fit; use :class:`TabNetClassifier` or
+    :class:`TabNetRegressor` (the parameters are documented there)."""
+
+    _parameter_constraints: dict[str, list[Any]] = {
+        **TabNetBase._parameter_constraints,
+        "scoring": [str, callable, None],
+        "distributed": [StrOptions({"auto"}), "boolean"],
+        "pretrained": [HasMethods(["fit", "transform"]), None],  # a fitted TabNetPretrainer
+    }
+    #: The fitted attributes that hold the target's state (``Target.attributes``).
+    _target_attributes: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        *,
+        n_d: int = 16,
+        n_a: int = 16,
+        n_steps: int = 3,
+        gamma: float = 1.3,
+        n_independent: int = 2,
+        n_shared: int = 2,
+        momentum: float = 0.1,
+        mask_type: str = "sparsemax",
+        lambda_sparse: float = 1e-3,
+        virtual_batch_size: int = 128,
+        batch_size: int | str = "auto",
+        max_epochs: int = 200,
+        learning_rate: float = 0.02,
+        weight_decay: float = 0.0,
+        lr_schedule: str = "cosine",
+        ema_decay: float | None = None,
+        early_stopping: str | bool = "auto",
+        validation_fraction: float = 0.1,
+        n_iter_no_change: int = 20,
+        tol: float = 1e-7,
+        scoring: Any = "loss",
+        categorical_features: Any = "from_dtype",
+        cat_emb_dim: int = 1,
+        grouped_features: list[list[int]] | None = None,
+        device: str = "auto",
+        compile: bool | str = "auto",
+        random_state: int | np.random.RandomState | None = None,
+        verbose: int = 0,
+        warm_start: bool = False,
+        callbacks: list[Any] | None = None,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+        checkpoint_every: int = 1,
+        distributed: str | bool = "auto",
+        pretrained: Any = None,
+    ) -> None:
+        self.n_d = n_d
+        self.n_a = n_a
+        self.n_steps = n_steps
+        self.gamma = gamma
+        self.n_independent = n_independent
+        self.n_shared = n_shared
+        self.momentum = momentum
+        self.mask_type = mask_type
+        self.lambda_sparse = lambda_sparse
+        self.virtual_batch_size = virtual_batch_size
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.learning_rate = learning_rate
+        self.weight_decay = weight_decay
+        self.lr_schedule = lr_schedule
+        self.ema_decay = ema_decay
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
+        self.scoring = scoring
+        self.categorical_features = categorical_features
+        self.cat_emb_dim = cat_emb_dim
+        self.grouped_features = grouped_features
+        self.device = device
+        self.compile = compile
+        self.random_state = random_state
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.callbacks = callbacks
+        self.checkpoint_dir = checkpoint_dir
+        self.checkpoint_every = checkpoint_every
+        self.distributed = distributed
+        self.pretrained = pretrained
+
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        sample_weight: Any = None,
+        *,
+        X_val: Any = None,
+        y_val: Any = None,
+        sample_weight_val: Any = None,
+        resume_from: str | os.PathLike[str] | None = None,
+    ) -> Any:
+        """Fit the network.
+
+        Parameters
+        ----------
+        X : DataFrame or array-like of shape (n_samples, n_features)
+            Numeric, categorical, string, boolean and nullable columns; NaN allowed. For data
+            larger than memory: a ``numpy.memmap``, or a folder or list of Parquet files, read
+            batch by batch (see the distributed and streaming docs).
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            With Parquet input, ``y`` may also be the name of the target column.
+        sample_weight : array-like of shape (n_samples,), optional
+            Weights the loss of each row.
+        X_val, y_val, sample_weight_val : optional
+            Validation data for early stopping (instead of a split of ``X``).
+        resume_from : path, optional
+            A training checkpoint (file or ``checkpoint_dir`` folder) written by an earlier fit
+            of an estimator with the same parameters on the same data: training continues
+            where it stopped and, on CPU with the same ``random_state``, ends with the same
+            model as an uninterrupted fit.
+
+        Returns
+        -------
+        self
+        """
+        return self._fit(
+            X,
+            y,
+            sample_weight,
+            X_val=X_val,
+            y_val=y_val,
+            sample_weight_val=sample_weight_val,
+            resume_from=resume_from,
+        )
+
+    # ---- the target ----------------------------------------------------------------------------
+    def _target_kind_for(self, y: Any) -> type[Target]:
+        """The kind of target a fit's ``y`` is."""
+        raise NotImplementedError
+
+    def _target(self) -> Target:
+        """The target the last fit learned (read from the fitted attributes)."""
+        return target_of(self)
+
+    def _prepare_target(self, y: Any, *, fitting: bool) -> np.ndarray:
+        """Encode ``y``; when ``fitting``, learn the target from it first and publish what was
+        learned as fitted attributes."""
+        params = self.get_params(deep=False)
+        if not fitting:
+            target = self._target()
+            type(target).check_params(params)
+            return target.encode(y)
+        kind = self._target_kind_for(y)
+        kind.check_params(params)
+        target, encoded = kind.fit(y)
+        for name in self._target_attributes:
+            self.__dict__.pop(name, None)
+        for name, value in target.attributes().items():
+            setattr(self, name, value)
+        return encoded
+
+    def _loss_fn(self) -> LossFn:
+        return self._target().loss()
+
+    def _target_tensor(self, y: np.ndarray, device: torch.device) -> torch.Tensor:
+        return self._target().tensor(y, device)
+
+    def _outputs_from_logits(self, logits: torch.Tensor) -> dict[str, Any]:
+        return self._target().outputs(logits)
+
+    def _score_fn(self) -> ScoreFn | None:
+        if self.scoring in (None, "loss"):
+            return None
+        from sklearn.metrics import get_scorer
+
+        scorer = get_scorer(self.scoring) if isinstance(self.scoring, str) else self.scoring
+        target = self._target()
+
+        def score(logits: torch.Tensor, data: TensorData) -> float:
+            assert data.target is not None
+            y_true = target.true_values(data.target)
+            view = _FrozenOutputs(self, target.outputs(logits))
+            weight = None if data.weight is None else data.weight.cpu().numpy()
+            kwargs = {} if weight is None else {"sample_weight": weight}
+            return float(scorer(view, np.empty((len(y_true), 0)), y_true, **kwargs))
+
+        return score
+
+    # ---- hooks of the fit template -------------------------------------------------------------
+    def _check_fit_arguments(self, y: Any, X_val: Any, y_val: Any) -> None:
+        if y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None."
+            )
+        if (X_val is None) != (y_val is None):
+            raise ValueError("X_val and y_val must be passed together")
+
+    def _distributed_context(self, device: torch.device) -> Any:
+        return detect(self.distributed, device_type=device.type)
+
+    def _fit_data(
+        self,
+        X: Any,
+        y: Any,
+        sample_weight: Any,
+        X_val: Any,
+        y_val: Any,
+        sample_weight_val: Any,
+        *,
+        device: torch.device,
+        ctx: Any,
+        continuing: bool,
+    ) -> FitData:
+        on_disk = is_on_disk(X)
+        if on_disk:
+            X, y = open_on_disk(X, y)
+        else:
+            X = self._check_fit_table(X, continuing=continuing)
+        n_rows = len(X) if on_disk else X.shape[0]
+        pretrained = None
+        if self.pretrained is not None and not continuing:
+            pretrained = adopt_pretrained(self, X)  # sets encoder_ to the pretrainer's schema
+        reuse_encoder = continuing or pretrained is not None
+        y_arr = self._prepare_target(y, fitting=not continuing)
+        if len(y_arr) != n_rows:
+            raise ValueError(
+                f"X has {n_rows} rows but y has {len(y_arr)}; they must have the same length"
+            )
+        sw = check_weight(sample_weight, n_rows, "sample_weight")
+        seed = self._seed()
+        if ctx is not None:  # every rank must shuffle, split and initialise alike
+            seed = broadcast_int(seed, ctx, device)
+        rng = np.random.default_rng(seed)
+        val_parts = (X_val, y_val, sample_weight_val)
+        if on_disk:
+            train, val, sample = self._disk_data(
+                X, y_arr, sw, rng, device, reuse_encoder, val_parts
+            )
+            return FitData(train, val, sample, seed, rng, pretrained)
+        train_t, val = self._memory_data(X, y_arr, sw, rng, device, reuse_encoder, val_parts)
+        return FitData(train_t, val, train_t, seed, rng, pretrained)
+
+    def _build_network(self, seed: int) -> TabNet:
+        n_outputs = self._target().n_network_outputs
+        return self._seeded_network(
+            seed, lambda: TabNet(**self._network_kwargs(), n_outputs=n_outputs)
+        )
+
+    def _init_network(self, data: FitData) -> None:
+        if data.pretrained is not None:
+            load_pretrained_weights(self.network_, data.pretrained)
+
+    # ---- training data -------------------------------------------------------------------------
+    def _val_table(
+        self, X_val: Any, y_val: Any, sample_weight_val: Any
+    ) -> tuple[EncodedTable, np.ndarray, np.ndarray | None]:
+        X_val = check_table(X_val, what="X_val")
+        y_val_arr = self._prepare_target(y_val, fitting=False)
+        if len(y_val_arr) != X_val.shape[0]:
+            raise ValueError(
+                f"X_val has {X_val.shape[0]} rows but y_val has {len(y_val_arr)}; "
+                "they must have the same length"
+            )
+        sw_val = check_weight(sample_weight_val, X_val.shape[0], "sample_weight_val")
+        return self._encode(X_val, what="X_val"), y_val_arr, sw_val
+
+    def _disk_data(
+        self,
+        rows: DiskRows | ParquetRows,
+        y_arr: np.ndarray,
+        sw: np.ndarray | None,
+        rng: np.random.Generator,
+        device: torch.device,
+        continuing: bool,
+        val_parts: tuple[Any, Any, Any],
+    ) -> tuple[StreamingSource, TensorData | None, TensorData]:
+        """Training rows read from disk batch by batch; statistics from one streaming pass."""
+        if rows.dtype is not None and rows.dtype.kind not in "biuf":
+            raise TypeError(f"an array on disk must be numeric, got dtype {rows.dtype}")
+        n = len(rows)
+        X_val = val_parts[0]
+        split = X_val is None and self._use_early_stopping(n)
+        n_val = min(max(1, round(n * self.validation_fraction)), 100_000) if split else 0
+        encoder: TableEncoder = (
+            self.encoder_
+            if continuing
+            else TableEncoder(categorical_features=self.categorical_features)
+        )
+        scanned = scan(
+            rows,
+            encoder,
+            n_val=n_val,
+            n_sample=IMPORTANCE_SAMPLE,
+            rng=rng,
+            fit_encoder=not continuing,
+        )
+        if not continuing:
+            self.encoder_ = scanned.encoder
+            self._set_feature_attributes()
+        target = self._target()
+
+        def target_rows(ids: np.ndarray) -> torch.Tensor:
+            return target.tensor(y_arr[ids], device)
+
+        train = StreamingSource(
+            rows, self.encoder_, target_rows, weight=sw, exclude=scanned.val_rows, device=device
+        )
+        val = None
+        if X_val is not None:
+            val = self._tensor_data(*self._val_table(*val_parts), device)
+        elif scanned.val_table is not None:
+            ids = scanned.val_rows
+            val = self._tensor_data(
+                scanned.val_table, y_arr[ids], None if sw is None else sw[ids], device
+            )
+        sample_ids = scanned.sample_rows
+        sample = self._tensor_data(scanned.sample_table, y_arr[sample_ids], None, device)
+        return train, val, sample
+
+    def _memory_data(
+        self,
+        X: Any,
+        y_arr: np.ndarray,
+        sw: np.ndarray | None,
+        rng: np.random.Generator,
+        device: torch.device,
+        continuing: bool,
+        val_parts: tuple[Any, Any, Any],
+    ) -> tuple[TensorData, TensorData | None]:
+        """The whole table encoded once into tensors on the training device; the validation
+        rows of a split are an index into it (no copy of the table)."""
+        encoded = self._encode(X) if continuing else self._fit_encoder(X)
+        val_data: tuple[EncodedTable, np.ndarray, np.ndarray | None] | None = None
+        train_rows = None
+        if val_parts[0] is not None:
+            val_data = self._val_table(*val_parts)
+        elif self._use_early_stopping(len(y_arr)):
+            strata = self._target().stratify(y_arr)
+            train_idx, val_idx = self._split(len(y_arr), rng, strata)
+            val_data = (
+                encoded.take(val_idx),
+                y_arr[val_idx],
+                None if sw is None else sw[val_idx],
+            )
+            train_rows = torch.from_numpy(train_idx).to(device)
+        train = self._tensor_data(encoded, y_arr, sw, device)
+        if train_rows is not None:
+            train = dataclasses.replace(train, rows=train_rows)
+        val = None if val_data is None else self._tensor_data(*val_data, device)
+        return train, val
+
+    # ---- after fit -----------------------------------------------------------------------------
+    def _predict_logits(self, X: Any) -> torch.Tensor:
+        check_is_fitted(self)
+        data = self._tensor_data(self._encode(X), None, None, self.device_)
+        return predict_outputs(
+            self.network_, data, batch_size=inference_batch_size(self.batch_size)
+        ).logits
+
+    def export(
+        self, path: str | os.PathLike[str], format: str = "onnx", *, masks: bool = False
+    ) -> Any:
+        """Export the fitted network with its input handling for serving, plus a JSON spec.
+
+        Parameters
+        ----------
+        path : path
+            The model file (``.onnx`` or ``.pt2``); the spec is written to ``<path>.json``.
+        format : {"onnx", "torch"}
+            ONNX through the dynamo exporter (needs the ``export`` extra), or ``torch.export``.
+        masks : bool
+            Also return the per-step masks and per-row importances.
+
+        Returns
+        -------
+        pathlib.Path
+            The model file. See ``docs/deployment.md``.
+        """
+        from tabsparse.export import export_model  # serving: imported only when used
+
+        return export_model(self, path, format, masks=masks)  # type: ignore[arg-type]
+
+    def __sklearn_clone__(self) -> Any:
+        """Clone as scikit-learn does, but pass a ``pretrained`` pretrainer on as it is: a clone
+        of it would be unfitted, and fit only reads it."""
+        if getattr(self, "pretrained", None) is None:
+            return super().__sklearn_clone__()
+        return clone_keeping_pretrained(self)
+
+
+class _FrozenOutputs(BaseEstimator):
+    """Stands in for the estimator inside a scorer, answering with precomputed outputs."""
+
+    def __init__(self, owner: Any = None, outputs: dict[str, np.ndarray] | None = None) -> None:
+        self.owner = owner
+        self.outputs = outputs
+
+    def __getattr__(self, name: str) -> Any:
+        outputs = self.__dict__.get("outputs") or {}
+        if name in outputs:
+            value = outputs[name]
+
+            def respond(X: Any) -> np.ndarray:
+                return value
+
+            respond.__name__ = name
+            return respond
+        if name == "classes_" and hasattr(self.__dict__.get("owner"), "classes_"):
+            return self.__dict__["owner"].classes_
+        raise AttributeError(name)
+
+    def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
+        return self.owner.__sklearn_tags__()  # type: ignore[union-attr]
