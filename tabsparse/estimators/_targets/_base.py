@@ -1,0 +1,124 @@
+"""The interface every kind of target implements, and the JSON form of label arrays."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from sklearn.metrics import accuracy_score
+from sklearn.utils import column_or_1d
+from sklearn.utils.validation import check_array
+
+from tabsparse.training import LossFn
+
+__all__ = ["Target", "int_field", "labels_1d", "labels_from_json", "labels_to_json"]
+
+
+class Target:
+    """Base of the target kinds; the interface is described in
+    :mod:`tabsparse.estimators._targets`."""
+
+    name: ClassVar[str]
+    export_task: ClassVar[str] = "classification"
+
+    @property
+    def n_network_outputs(self) -> int:
+        raise NotImplementedError
+
+    @classmethod
+    def fit(cls, y: Any) -> tuple[Target, np.ndarray]:
+        """Learn the target from a fit's ``y``; return it and the encoded ``y``."""
+        raise NotImplementedError
+
+    @classmethod
+    def check_params(cls, params: dict[str, Any]) -> None:
+        """Raise ``ValueError`` when the estimator's parameters cannot serve this kind (checked
+        at fit, and again on a warm start or with ``y_val``)."""
+
+    def encode(self, y: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    def loss(self) -> LossFn:
+        raise NotImplementedError
+
+    def tensor(self, encoded: np.ndarray, device: torch.device) -> torch.Tensor:
+        """The encoded target as a tensor on ``device`` (int64 codes, or float32)."""
+        return torch.from_numpy(np.ascontiguousarray(encoded, dtype=np.int64)).to(device)
+
+    def stratify(self, encoded: np.ndarray) -> np.ndarray | None:
+        return None
+
+    def outputs(self, logits: torch.Tensor) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def log_proba(self, logits: torch.Tensor) -> Any:
+        raise NotImplementedError
+
+    def true_values(self, target: torch.Tensor) -> np.ndarray:
+        raise NotImplementedError
+
+    def check_columns(self, y: Any) -> None:
+        """Raise ``ValueError`` when ``y`` has not the columns of the fitted target."""
+
+    def score(self, y: Any, y_pred: Any, sample_weight: Any = None) -> float:
+        """Accuracy (subset accuracy for multi-column targets)."""
+        return float(accuracy_score(y, y_pred, sample_weight=sample_weight))
+
+    def attributes(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def to_json(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Target:
+        raise NotImplementedError
+
+    def check_exportable(self) -> None:
+        """Raise ``NotImplementedError`` when export has no serving spec for this kind."""
+
+    def serve(self, logits: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def export_spec(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+# ---- JSON of label arrays -------------------------------------------------------------------
+
+
+def labels_to_json(labels: np.ndarray) -> dict[str, Any]:
+    values = labels.tolist()
+    for v in values:
+        if not isinstance(v, (str, int, float, bool)):
+            raise TypeError(f"class label {v!r} of type {type(v).__name__} is not JSON data")
+    return {"dtype": labels.dtype.str, "values": values}
+
+
+def labels_from_json(doc: Any, what: str) -> np.ndarray:
+    if not isinstance(doc, dict) or not isinstance(doc.get("values"), list):
+        raise ValueError(f"{what} must be {{'dtype': ..., 'values': [...]}}, got {doc!r}")
+    dtype = np.dtype(doc.get("dtype", "O"))
+    values = doc["values"]
+    if dtype.kind == "O":
+        out = np.empty(len(values), dtype=object)
+        out[:] = values
+    else:
+        out = np.asarray(values, dtype=dtype)
+    if out.ndim != 1 or len(out) < 2 or len(np.unique(out.astype(str))) != len(out):
+        raise ValueError(f"{what} must hold at least 2 distinct labels, got {values!r}")
+    return out
+
+
+def int_field(doc: dict[str, Any], name: str, low: int) -> int:
+    v = doc.get(name)
+    if isinstance(v, bool) or not isinstance(v, int) or v < low:
+        raise ValueError(f"{name}={v!r} must be an integer >= {low}")
+    return v
+
+
+def labels_1d(y: Any) -> np.ndarray:
+    """``y`` as one column of labels (finite; a column vector is raveled with a warning)."""
+    y = check_array(y, ensure_2d=False, dtype=None, ensure_all_finite=True, input_name="y")
+    return column_or_1d(y, warn=True)
