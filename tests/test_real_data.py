@@ -1,7 +1,14 @@
-"""Learning on real data from ../shared/datasets, against pytorch-tabnet's default accuracy.
+"""Learning on real data from ../shared/datasets: the accuracy the defaults reach, so that a
+regression of a point or more fails.
 
-pytorch-tabnet 4.1 with its defaults reaches about 0.855 on adult (official split) and about 0.81
-on covtype_50k_sample (80/20 split, seed 0); tabsparse with its defaults must do at least as well.
+Measured with the defaults and ``random_state`` 0, 1, 2 (CPU, one thread, 2026-12-01):
+
+* adult (official split): 0.8578, 0.8546, 0.8597 (mean 0.8574, range 0.0051);
+* covtype_50k_sample (80/20 split, seed 0): 0.8663 with seed 0; the quality benchmark's 3 seeds
+  (a stratified split) range over 0.0044 around a mean of 0.8687.
+
+Each floor is the seed-0 figure minus about the seed-to-seed range. pytorch-tabnet 4.1 with its
+defaults reaches about 0.853 and 0.77 there (benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -14,22 +21,22 @@ from sklearn.model_selection import train_test_split
 from tabsparse import TabNetClassifier
 
 
-def test_adult_reaches_pytorch_tabnet_accuracy() -> None:
+def test_adult_accuracy_stays_at_the_measured_level() -> None:
     df = load_dataset("adult")
     train, test = df[df["split"] == "train"], df[df["split"] == "test"]
     features = [c for c in df.columns if c not in ("income", "split")]
     clf = TabNetClassifier(random_state=0, device="cpu")
     clf.fit(train[features], train["income"])
     acc = accuracy_score(test["income"], clf.predict(test[features]))
-    assert acc >= 0.85, acc
+    assert acc >= 0.852, acc
 
 
-def test_covtype_reaches_pytorch_tabnet_accuracy() -> None:
+def test_covtype_accuracy_stays_at_the_measured_level() -> None:
     df = load_dataset("covtype_50k_sample")
     X, y = df.drop(columns=["Cover_Type"]), df["Cover_Type"]
     X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.2, random_state=0)
     clf = TabNetClassifier(random_state=0, device="cpu")
     clf.fit(X_train, y_train)
     acc = accuracy_score(y_test, clf.predict(X_test))
-    assert acc >= 0.81, acc
+    assert acc >= 0.861, acc
     assert np.isclose(clf.feature_importances_.sum(), 1.0)
