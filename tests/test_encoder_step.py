@@ -23,14 +23,24 @@ def _count_steps(mp: pytest.MonkeyPatch, calls: list[int]) -> None:
 
 @pytest.mark.parametrize("mask_type", ["sparsemax", "entmax"])
 @pytest.mark.parametrize("groups", [[0, 1, 2, 3, 4, 5], [0, 0, 1, 2, 2, 3]])
-@pytest.mark.parametrize(("n", "use_masks"), [(64, True), (64, False), (48, False), (61, False)])
+@pytest.mark.parametrize(
+    ("n", "use_masks", "keep"),
+    [
+        (64, True, False),
+        (64, False, False),
+        (48, False, False),
+        (61, False, False),
+        (64, False, True),
+    ],
+)
 def test_one_node_encoder_equals_autograd_over_the_functional_code(
-    mask_type: str, groups: list[int], n: int, use_masks: bool
+    mask_type: str, groups: list[int], n: int, use_masks: bool, keep: bool
 ) -> None:
     """A training step where nothing reads the masks (64 and 48 rows: equal virtual batches)
     runs as one node; the reference runs the modules (autograd over the functional code):
     the same outputs, gradients of the input and every parameter, and running statistics.
-    61 rows, or a loss that reads the masks, take the modules' path."""
+    61 rows, or a loss that reads the masks, take the modules' path. With ``keep`` the loss
+    also reads every step's decision (as the pretraining decoder does)."""
 
     def make() -> TabNetEncoder:
         torch.manual_seed(3)
@@ -54,8 +64,8 @@ def test_one_node_encoder_equals_autograd_over_the_functional_code(
     for _ in range(2):  # two steps: running statistics are recorded by both paths
         with pytest.MonkeyPatch.context() as mp:
             _count_steps(mp, whole)
-            out = enc(x, with_masks=use_masks)
-        out_ref = ref(x_ref)
+            out = enc(x, with_masks=use_masks, keep_decisions=keep)
+        out_ref = ref(x_ref, keep_decisions=keep)
         losses = []
         for o in (out, out_ref):
             g = torch.Generator().manual_seed(4)
@@ -64,13 +74,17 @@ def test_one_node_encoder_equals_autograd_over_the_functional_code(
             if use_masks:
                 weights = torch.randn(o.masks.shape, generator=g, dtype=o.masks.dtype)
                 loss = loss + (o.masks * weights).sum() + o.step_importance.square().sum()
+            if keep:
+                assert o.decisions is not None
+                weights = torch.randn(o.decisions.shape, generator=g, dtype=o.decisions.dtype)
+                loss = loss + (o.decisions * weights).sum()
             losses.append(loss)
         losses[0].backward()
         losses[1].backward()
     assert len(whole) == (2 if n != 61 and not use_masks else 0)
     if not use_masks:
         assert out.masks.numel() == 0 and out.step_importance.numel() == 0
-        out, out_ref = out[::2], out_ref[::2]  # output and sparsity loss
+        out, out_ref = out[::2], out_ref[::2]  # output, sparsity loss and decisions
     for a, b in zip(out, out_ref, strict=True):
         if a is not None:
             assert_scaled_close(a, b)
@@ -96,7 +110,7 @@ def test_one_node_encoder_with_the_split_glu(
     monkeypatch.setattr(glu_module, "_MIN_VALUES", 0)
     monkeypatch.setattr(glu_module, "_glu_backward_split", lambda *a: taken.append(1) or split(*a))
     test_one_node_encoder_equals_autograd_over_the_functional_code(
-        mask_type, [0, 0, 1, 2, 2, 3], 64, False
+        mask_type, [0, 0, 1, 2, 2, 3], 64, False, True
     )
     assert taken  # the hand-written backward took the split path
 
@@ -207,7 +221,7 @@ def test_one_node_encoder_gradcheck(mask_type: str) -> None:
     params = [p.detach().clone().requires_grad_() for p in plan.params]
 
     def run(x: torch.Tensor, *ps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return encoder_step.EncoderStep.apply(x, plan, *ps)  # type: ignore[no-any-return]
+        return encoder_step.EncoderStep.apply(x, plan, False, *ps)[:2]  # type: ignore[no-any-return]
 
     def reference(x: torch.Tensor, *ps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return F.encoder_training(x, ps, plan.layout, F.search_masks)

@@ -175,7 +175,8 @@ cat_emb_dim, grouped_features
     ) -> NetworkOutput:
         """Reconstruction; ``with_masks`` as in :meth:`TabNet.forward` (the decoder reads every
         step's decision, so only the masks can be skipped)."""
-        enc = self.encoder(self.inputs(numeric, codes), keep_decisions=True)
+        x = self.inputs(numeric, codes)
+        enc = self.encoder(x, keep_decisions=True, with_masks=with_masks)
         assert enc.decisions is not None
         return NetworkOutput(
             self.decoder(enc.decisions), enc.masks, enc.sparsity_loss, enc.step_importance

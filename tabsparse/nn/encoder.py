@@ -8,6 +8,8 @@ merge columns. ``group_index[c]`` names the group of input channel ``c``; masks 
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Sequence
 from typing import Any, NamedTuple, cast
 
@@ -24,15 +26,18 @@ _MISSING = object()
 
 class _CachedPlan(NamedTuple):
     """An :class:`EncoderPlan` (or None: the node does not apply) for batches described by
-    ``key``, valid while every ``(dict, name, object)`` of ``sources`` still holds (the
-    submodules, parameters and settings it was built from)."""
+    ``key``, valid while ``dicts[i].get(names[i]) is objects[i]`` for every ``i`` (the
+    submodules, parameters, buffers and settings it was built from)."""
 
     key: tuple[Any, ...]
     plan: EncoderPlan | None
-    sources: tuple[tuple[dict[str, Any], str, Any], ...]
+    dicts: tuple[dict[str, Any], ...]
+    names: tuple[str, ...]
+    objects: tuple[Any, ...]
 
     def valid(self) -> bool:
-        return all(d.get(name, _MISSING) is obj for d, name, obj in self.sources)
+        found = map(dict.get, self.dicts, self.names, itertools.repeat(_MISSING))
+        return all(map(operator.is_, found, self.objects))
 
 
 class EncoderOutput(NamedTuple):
@@ -162,16 +167,20 @@ class TabNetEncoder(nn.Module):
         """Run the steps (:mod:`tabsparse.nn.functional`). The sparsity loss is computed in
         training mode only (0 in eval mode, where nothing trains on it).
 
-        ``with_masks=False`` (prediction, and training steps that read only the output and
-        the sparsity loss) leaves ``masks`` and ``step_importance`` empty instead of stacking
-        them; a training step then runs as one autograd node
+        ``with_masks=False`` (prediction, and training steps that read only the output, the
+        sparsity loss and with ``keep_decisions`` the decisions) leaves ``masks`` and
+        ``step_importance`` empty instead of stacking them; a training step then runs as one
+        autograd node
         (:class:`~tabsparse.nn.encoder_step.EncoderStep`) where that applies."""
-        if self.training and not (with_masks or keep_decisions):
+        if self.training and not with_masks:
             plan = self._plan(x)
             if plan is not None:
-                summed, sparsity_loss = apply(EncoderStep, x, plan, *plan.params)
+                summed, sparsity_loss, decisions = apply(
+                    EncoderStep, x, plan, keep_decisions, *plan.params
+                )
                 empty = x.new_empty(0)
-                return EncoderOutput(summed, empty, sparsity_loss, empty)
+                kept = decisions if keep_decisions else None
+                return EncoderOutput(summed, empty, sparsity_loss, empty, kept)
         att = self.initial(x)[:, self.n_d :]
         identity = getattr(self, "identity_groups", False)  # absent in older pickles
         group_index = None if identity else self.group_index
@@ -197,9 +206,10 @@ class TabNetEncoder(nn.Module):
             decisions.append(decision)
         assert output is not None
         sparsity = x.new_zeros(()) if entropy is None else entropy
-        if not (with_masks or keep_decisions):
+        if not with_masks:
             empty = x.new_empty(0)
-            return EncoderOutput(output, empty, sparsity, empty)
+            kept = torch.stack(decisions) if keep_decisions else None
+            return EncoderOutput(output, empty, sparsity, empty, kept)
         stacked_decisions = torch.stack(decisions)
         return EncoderOutput(
             output=output,
@@ -226,13 +236,13 @@ class TabNetEncoder(nn.Module):
             torch.is_autocast_enabled(x.device.type),
             self.gamma,
             self.epsilon,
-            getattr(self, "identity_groups", False),
         )
         cached = self.__dict__.get("_cached_plan")
         if cached is not None and cached.key == key and cached.valid():
             return cast("EncoderPlan | None", cached.plan)
         plan, sources = self._new_plan(x)
-        self.__dict__["_cached_plan"] = _CachedPlan(key, plan, sources)
+        dicts, names, objects = zip(*sources, strict=True)
+        self.__dict__["_cached_plan"] = _CachedPlan(key, plan, dicts, names, objects)
         return plan
 
     def _apply(self, fn: Any, recurse: bool = True) -> TabNetEncoder:
@@ -269,13 +279,16 @@ _SETTINGS = {
 
 
 def _sources(module: nn.Module) -> tuple[tuple[dict[str, Any], str, Any], ...]:
-    """Every ``(dict, name, object)`` a plan of ``module`` depends on: the submodule and
-    parameter entries of ``module`` and all its descendants, and the settings the plan reads."""
-    out: list[tuple[dict[str, Any], str, Any]] = []
+    """Every ``(dict, name, object)`` a plan of the encoder ``module`` depends on: its group
+    index, the submodule and parameter entries of it and all its descendants, and the settings
+    the plan reads."""
+    out: list[tuple[dict[str, Any], str, Any]] = [
+        (module._buffers, "group_index", module._buffers["group_index"]),
+        (module.__dict__, "identity_groups", module.__dict__.get("identity_groups", _MISSING)),
+    ]
     for m in module.modules():
         out += [(m._modules, name, sub) for name, sub in m._modules.items()]
         out += [(m._parameters, name, p) for name, p in m._parameters.items()]
-        out += [(m._buffers, name, b) for name, b in m._buffers.items()]
         for name in _SETTINGS.get(type(m), ()):
             out.append((m.__dict__, name, m.__dict__.get(name, _MISSING)))
     return tuple(out)

@@ -10,7 +10,7 @@ step the sparsemax / entmax vector-Jacobian product and the prior's and masked i
 ``tests/test_encoder_step.py`` checks it against autograd over the functional code and with
 ``gradcheck`` in float64.
 
-It applies to a training step where nothing reads the masks or the step outputs, no transformer
+It applies to a training step where nothing reads the masks, no transformer
 has hooks, the batch splits into equal virtual batches of two rows or more in every batch norm
 (the trainer makes batch sizes such multiples), float32 / float64 without autocast, outside
 ``torch.compile``. :func:`encoder_plan` says whether it does; the encoder keeps the plan on itself
@@ -126,31 +126,39 @@ def encoder_plan(
 
 
 class EncoderStep(torch.autograd.Function):
-    """``apply(x, plan, *plan.params)`` returns ``(summed decisions, sparsity loss)`` of a TabNet
-    encoder in training mode (:func:`tabsparse.nn.functional.encoder_training`), recording the
-    batch norms' statistics. What the backward needs is saved on this node, so autograd frees it
-    as usual and refuses a backward after an in-place change of a saved tensor."""
+    """``apply(x, plan, keep_decisions, *plan.params)`` returns ``(summed decisions, sparsity
+    loss, decisions)`` of a TabNet encoder in training mode
+    (:func:`tabsparse.nn.functional.encoder_training`), recording the batch norms'
+    statistics; ``decisions`` ``(n_steps, n, n_d)`` holds each step's decision with
+    ``keep_decisions`` (the pretraining decoder reads them), else it is empty. What the
+    backward needs is saved on this node, so autograd frees it as usual and refuses a backward
+    after an in-place change of a saved tensor."""
 
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx: Any, x: torch.Tensor, plan: EncoderPlan, *params: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+        ctx: Any, x: torch.Tensor, plan: EncoderPlan, keep_decisions: bool, *params: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         stats: list[F.Stats] = []
         saved: list[torch.Tensor | None] = []
+        decisions: list[torch.Tensor] | None = [] if keep_decisions else None
         output, entropy = F.encoder_training(
-            x, params, plan.layout, raw_masks, stats=stats, saved=saved
+            x, params, plan.layout, raw_masks, stats=stats, saved=saved, decisions=decisions
         )
         for bn, st in zip(plan.batch_norms, stats, strict=True):
             bn.record(st)
         ctx.save_for_backward(*saved)
         ctx.plan = plan
         ctx.set_materialize_grads(False)
-        return output, entropy
+        stacked = x.new_empty(0) if decisions is None else torch.stack(decisions)
+        return output, entropy, stacked
 
     @staticmethod
     @once_differentiable
     def backward(  # type: ignore[override]
-        ctx: Any, grad_output: torch.Tensor | None, grad_entropy: torch.Tensor | None
+        ctx: Any,
+        grad_output: torch.Tensor | None,
+        grad_entropy: torch.Tensor | None,
+        grad_decisions: torch.Tensor | None,
     ) -> tuple[torch.Tensor | None, ...]:
         plan: EncoderPlan = ctx.plan
         layout = plan.layout
@@ -177,8 +185,12 @@ class EncoderStep(torch.autograd.Function):
         rows = n_steps * saved[0].shape[0]  # the first transformer's input is x
         for j in range(n_steps - 1, -1, -1):
             spec = layout.transformers[j + 1]
+            grad_decision = grad_output
+            if grad_decisions is not None and grad_decisions.numel():
+                step = grad_decisions[j]
+                grad_decision = step if grad_output is None else grad_output + step
             d_masked, found = _glu_stack_backward(
-                parts_t[j + 1], spec, plan.k, grad_output, d_att, layout.n_d, True
+                parts_t[j + 1], spec, plan.k, grad_decision, d_att, layout.n_d, True
             )
             add(spec[2], found)
             index, eps, entmax = layout.attention[j]
@@ -194,7 +206,7 @@ class EncoderStep(torch.autograd.Function):
         add(spec[2], found)
         if d_in is not None:
             dx = d_in if dx is None else dx.add_(d_in)
-        return (dx if x_grad else None, None, *grads)
+        return (dx if x_grad else None, None, None, *grads)
 
 
 def _take(cursor: Iterator[torch.Tensor | None], count: int) -> list[torch.Tensor | None]:

@@ -170,11 +170,13 @@ def _half_scale(c: int, dtype: torch.dtype, device: torch.device) -> Tensor:
     return scale
 
 
+@functools.lru_cache(maxsize=64)
 def residual_scale(
-    residual: Sequence[bool], c: int, dtype: torch.dtype, device: torch.device
+    residual: tuple[bool, ...], c: int, dtype: torch.dtype, device: torch.device
 ) -> Tensor:
     """``(2m, c)`` factors of the batch-norm weights (rows ``0..m-1``) and biases (rows
-    ``m..2m-1``) of ``m`` GLU layers: :func:`_half_scale` for a residual layer, else ones."""
+    ``m..2m-1``) of ``m`` GLU layers: :func:`_half_scale` for a residual layer, else ones.
+    Cached: read only."""
     ones = torch.ones(c, dtype=dtype, device=device)
     half = _half_scale(c, dtype, device)
     rows = [half if res else ones for res in residual]
@@ -204,13 +206,13 @@ def glu_stack(
     """
     m = len(layers)
     c = layers[0][1].shape[0]
-    scale = residual_scale(residual, c, x.dtype, x.device) if any(residual) else None
     shape = _shared_even(x.shape[0], norms)
     if shape is None:
         assert saved is None
         for j, ((w, g, b), norm) in enumerate(zip(layers, norms, strict=True)):
-            if scale is not None and residual[j]:
-                g, b = g * scale[j], b * scale[j]
+            if residual[j]:
+                half = _half_scale(c, g.dtype, g.device)
+                g, b = g * half, b * half
             y, st = linear_bn(x, w, g, b, norm)
             if stats is not None and norm.training:
                 stats.append(st)
@@ -219,8 +221,8 @@ def glu_stack(
         return x
     size, k = shape
     affine = torch.stack([*(p[1] for p in layers), *(p[2] for p in layers)])
-    if scale is not None:
-        affine = affine * scale
+    if any(residual):
+        affine = affine * residual_scale(tuple(residual), c, x.dtype, x.device)
     affine_k = affine.unsqueeze(1).expand(2 * m, k, c).reshape(2 * m, -1).unbind(0)
     for j, ((w, _, _), norm) in enumerate(zip(layers, norms, strict=True)):
         h = torch.mm(x, w.t())
@@ -343,12 +345,14 @@ def encoder_training(
     *,
     stats: list[Stats] | None = None,
     saved: list[Tensor | None] | None = None,
+    decisions: list[Tensor] | None = None,
 ) -> tuple[Tensor, Tensor]:
     """A TabNet encoder in training mode: ``(summed decisions (n, n_d), sparsity loss)``.
 
     Statistics are appended to ``stats`` in the order initial transformer, then per step
     attention and transformer; ``saved`` collects what :mod:`tabsparse.nn.encoder_step`
-    needs, in the same order (each transformer's list ends with its decision)."""
+    needs, in the same order (each transformer's list ends with its decision); each step's
+    decision is appended to ``decisions``."""
     vbs, n_d = layout.virtual_batch_size, layout.n_d
 
     def transform(
@@ -375,6 +379,8 @@ def encoder_training(
             mask, prior, x, layout.gamma, layout.group_index, layout.epsilon, rows, saved=saved
         )
         decision, att = transform(masked, spec)
+        if decisions is not None:
+            decisions.append(decision)
         output = decision if output is None else output + decision
         assert step_entropy is not None
         entropy = step_entropy if entropy is None else entropy + step_entropy

@@ -1,0 +1,200 @@
+"""Training-step, predict and explain speed of the network: this checkout against another, and
+the one-node encoder step against autograd over the functional code.
+
+The network is the speed benchmark's TabNet (54 numeric columns, 7 classes, n_d = n_a = 8, 3
+steps, virtual batch 128) on random rows, one thread. ``step_ms`` is one training step
+(forward with ``with_masks=False``, cross-entropy plus 1e-3 times the sparsity loss, backward,
+gradient clipping at 1 and the library's AdamW, or torch's Adam where a checkout has none) of a
+1,024-row batch; ``predict_us`` / ``explain_us`` are microseconds per 1,000 rows of the eval
+network over 16,384 rows (explain: masks spread over columns and per-row importances). Times
+are the thread's CPU time (one thread), the fastest of several timed chunks per worker (other
+load on the machine only adds time); the table shows the medians over workers.
+
+Modes::
+
+    python benchmarks/bench_step_ab.py --baseline /tmp/baseline --repeats 7
+        alternating worker processes, PYTHONPATH=DIR (old) and this checkout (new); medians
+    python benchmarks/bench_step_ab.py --node
+        one process: steps with and without the one-node encoder (EncoderStep), interleaved
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+def _network():  # type: ignore[no-untyped-def]
+    import torch
+
+    from tabsparse.nn import TabNet
+
+    torch.manual_seed(0)
+    return TabNet(
+        numeric_columns=list(range(54)),
+        categorical_columns=[],
+        numeric_mean=[0.0] * 54,
+        numeric_std=[1.0] * 54,
+        cardinalities=[],
+        n_outputs=7,
+        n_d=8,
+        n_a=8,
+        n_steps=3,
+        virtual_batch_size=128,
+        momentum=0.149,
+    )
+
+
+def _optimizer(net):  # type: ignore[no-untyped-def]
+    import torch
+
+    try:
+        from tabsparse.optim import AdamW
+
+        return AdamW(list(net.parameters()), lr=0.02, weight_decay=0.0)
+    except (ImportError, TypeError):  # pragma: no cover - other checkouts
+        return torch.optim.Adam(net.parameters(), lr=0.02)
+
+
+def _stepper(net, opt):  # type: ignore[no-untyped-def]
+    import torch
+
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(1024, 54, generator=g)
+    codes = torch.zeros(1024, 0, dtype=torch.int64)
+    y = torch.randint(0, 7, (1024,), generator=g)
+    params = list(net.parameters())
+
+    def step() -> None:
+        out = net(x, codes, with_masks=False)
+        loss = torch.nn.functional.cross_entropy(out.logits, y) + 1e-3 * out.sparsity_loss
+        opt.zero_grad()
+        loss.backward()
+        if hasattr(opt, "clip_grad_norm_"):
+            opt.clip_grad_norm_(1.0)
+        else:
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+
+    return step
+
+
+def _time(fn, reps: int) -> float:  # type: ignore[no-untyped-def]
+    """Seconds of this thread's CPU time per call: on a shared machine wall time mostly
+    measures the other processes (one thread: CPU time is the work done)."""
+    start = time.thread_time()
+    for _ in range(reps):
+        fn()
+    return (time.thread_time() - start) / reps
+
+
+def worker(steps: int) -> dict[str, float]:
+    import torch
+
+    torch.set_num_threads(1)
+    net = _network().train()
+    step = _stepper(net, _optimizer(net))
+    for _ in range(20):
+        step()
+    # the fastest of several chunks: the machine's other load only ever adds time
+    step_s = min(_time(step, max(1, steps // 10)) for _ in range(10))
+    net.eval()
+    x = torch.randn(16384, 54, generator=torch.Generator().manual_seed(2))
+    codes = torch.zeros(16384, 0, dtype=torch.int64)
+
+    @torch.inference_mode()
+    def predict() -> None:
+        torch.softmax(net(x, codes, with_masks=False).logits, dim=1)
+
+    @torch.inference_mode()
+    def explain() -> None:
+        out = net(x, codes)
+        net.column_masks(out.masks)
+        net.importances(out.masks, out.step_importance)
+
+    predict()
+    explain()
+    predict_s = min(_time(predict, 1) for _ in range(7))
+    explain_s = min(_time(explain, 1) for _ in range(7))
+    return {
+        "step_ms": step_s * 1e3,
+        "predict_us": predict_s / 16.384 * 1e6,
+        "explain_us": explain_s / 16.384 * 1e6,
+    }
+
+
+def node_ab(rounds: int, steps: int) -> dict[str, float]:
+    """Steps with the one-node encoder against the modules (autograd over the functional code),
+    interleaved in this process."""
+    import torch
+
+    torch.set_num_threads(1)
+    nets = {"node": _network().train(), "autograd": _network().train()}
+    nets["autograd"].encoder._plan = lambda x: None  # type: ignore[method-assign]
+    steppers = {name: _stepper(net, _optimizer(net)) for name, net in nets.items()}
+    for fn in steppers.values():
+        for _ in range(20):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in steppers}
+    for _ in range(rounds):
+        for name, fn in steppers.items():
+            times[name].append(_time(fn, steps) * 1e3)
+    return {f"{name}_step_ms": statistics.median(t) for name, t in times.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--baseline", type=Path, help="checkout to compare against")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--node", action="store_true", help="one-node step against autograd")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(worker(args.steps)))
+        return
+    if args.node:
+        result = node_ab(args.repeats * 4, args.steps)
+        for name, value in result.items():
+            print(f"{name:>20} {value:8.3f}")
+        ratio = result["autograd_step_ms"] / result["node_step_ms"]
+        print(f"{'autograd / node':>20} {ratio:8.3f}")
+        return
+    sides = {"new": str(ROOT)}
+    if args.baseline is not None:
+        sides = {"old": str(args.baseline.resolve()), **sides}
+    results: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
+    for _ in range(args.repeats):
+        for side, path in sides.items():
+            env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
+            out = subprocess.run(
+                [sys.executable, __file__, "--worker", "--steps", str(args.steps)],
+                env=env,
+                cwd=path,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            results[side].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    keys = ("step_ms", "predict_us", "explain_us")
+    print(f"{'':>12}" + "".join(f"{k:>14}" for k in keys))
+    medians = {}
+    for side, runs in results.items():
+        medians[side] = {k: statistics.median(r[k] for r in runs) for k in keys}
+        print(f"{side:>12}" + "".join(f"{medians[side][k]:14.3f}" for k in keys))
+    if "old" in medians:
+        ratio = {k: medians["new"][k] / medians["old"][k] for k in keys}
+        print(f"{'new / old':>12}" + "".join(f"{ratio[k]:14.3f}" for k in keys))
+
+
+if __name__ == "__main__":
+    main()
