@@ -175,11 +175,11 @@ class TabNetEncoder(nn.Module):
         if self.training and not with_masks:
             plan = self._plan(x)
             if plan is not None:
-                summed, sparsity_loss, decisions = apply(
+                summed, sparsity_loss, step_decisions = apply(
                     EncoderStep, x, plan, keep_decisions, *plan.params
                 )
                 empty = x.new_empty(0)
-                kept = decisions if keep_decisions else None
+                kept = step_decisions if keep_decisions else None
                 return EncoderOutput(summed, empty, sparsity_loss, empty, kept)
         att = self.initial(x)[:, self.n_d :]
         identity = getattr(self, "identity_groups", False)  # absent in older pickles
