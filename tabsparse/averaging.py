@@ -1,8 +1,9 @@
 """Weight averaging for the trainer: an exponential moving average (EMA) of the parameters.
 
-Pure torch. The trainer updates the average after every optimiser step and evaluates (validation
-score, early stopping, the kept weights) with the averaged parameters; training itself continues
-from the live ones. Averaging smooths out the step-to-step noise of the last epochs, which with
+Pure torch. The trainer (its :class:`~tabsparse.training.WeightAveraging` callback) updates the
+average after every optimiser step and evaluates (validation score, early stopping, the kept
+weights) with the averaged parameters; training itself continues from the live ones. Averaging
+smooths out the step-to-step noise of the last epochs, which with
 early stopping are usually run at a learning rate that is still high.
 """
 
@@ -22,9 +23,8 @@ class ExponentialAverage:
     After step ``t`` (1, 2, ...) the average is ``a <- d * a + (1 - d) * p`` with
     ``d = min(decay, (1 + t) / (10 + t))``: the warm-up factor lets the average forget the
     initial weights quickly and keeps its lag short while the weights still move fast (the
-    decay reaches 0.9 after 80 steps, 0.99 after 890). A plain running mean from the first
-    step (``d = 1 - 1 / t``) was tried and was worse: early stopping then compares averages
-    dominated by the first epochs' weights.
+    decay reaches 0.9 after 80 steps, 0.99 after 890), so that early stopping does not compare
+    averages dominated by the first epochs' weights.
 
     Parameters
     ----------
@@ -40,7 +40,7 @@ class ExponentialAverage:
     >>> layer = torch.nn.Linear(2, 1)
     >>> ema = ExponentialAverage(layer.parameters(), decay=0.9)
     >>> with torch.no_grad():
-    ...     layer.weight.add_(1.0)
+    ...     _ = layer.weight.add_(1.0)
     >>> ema.update()
     >>> ema.swap()  # the layer now holds the average; swap() again restores the live weights
     >>> ema.swap()

@@ -17,10 +17,9 @@ Settings (the estimators' ``compile`` parameter):
   an error while compiling is raised.
 * ``"auto"`` (default): only where it shortens the whole fit, compile time included.
 
-  - **On the CPU: never.** The library's fused training step (hand-written forward and backward
-    of each feature transformer and attention step) is faster than what the compiler makes of
-    the module path: ``benchmarks/bench_compile.py`` measured 11.1 ms per step eager against
-    17.3 ms compiled (inductor), after 40 s of compiling, on the speed benchmark's model.
+  - **On the CPU: never.** The library's fused training step (hand-written forward and backward)
+    is faster than what the compiler makes of the module path, before the compile time is
+    counted (see "torch.compile against hand-fused eager" in ``benchmarks/README.md``).
   - **On CUDA: measured.** The first two epochs run eager (the faster of them is the eager
     epoch time). If the epochs left would take less than :data:`AUTO_MIN_SECONDS` eager, the fit
     stays eager: compiling (tens of seconds) could not pay for itself. Otherwise the next epoch
@@ -30,10 +29,7 @@ Settings (the estimators' ``compile`` parameter):
     :data:`AUTO_MIN_SECONDS` of eager epochs left (early stopping may end a fit sooner than
     that projection). An error while compiling the forward or the backward sends the fit back
     to eager with a warning. The compile time itself is not bounded by tabsparse (PyTorch
-    offers no timeout): a plain TabNet had not finished compiling after 13 minutes on a CPU at
-    4,096-row batches, while tabsparse's graph compiled in 34 s at that batch size with
-    ``n_d = n_a = 64`` (on the CPU, where ``"auto"`` does not compile anyway); on CUDA it is
-    unmeasured. Under DDP every rank follows rank 0's decision, and the graph may
+    offers no timeout). Under DDP every rank follows rank 0's decision, and the graph may
     break at the gradient buckets (``fullgraph=False``).
 """
 

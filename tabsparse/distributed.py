@@ -8,8 +8,9 @@ group is initialised here (gloo on CPU, nccl on CUDA) with a timeout, so that a 
 cannot leave the others waiting forever.
 
 How one model is trained on many ranks (see :class:`tabsparse.training.Trainer`): every rank
-draws the same global permutation and batch boundaries; each takes its contiguous shard of every
-global batch; ghost batch norm normalises per shard; gradients are averaged by DDP and each rank
+draws the same global permutation and batch boundaries; each takes its shard of every global
+batch (rows ``rank, rank + world_size, ...`` of an in-memory batch, a contiguous range of a
+streamed one); ghost batch norm normalises per shard; gradients are averaged by DDP and each rank
 scales its loss so that the average equals the loss of the whole global batch. Batch-norm running
 statistics are averaged across ranks at the end of every epoch (their update is linear, so this
 equals one process seeing all shards), then every rank validates the same model and rank 0's

@@ -1,7 +1,7 @@
 """AdamW and learning-rate schedules for the trainer, without ``torch.optim``.
 
 Why not ``torch.optim``: the first optimiser a process creates imports ``torch._dynamo``, which
-takes seconds (2–6 s measured on the benchmark machines) — longer than a whole fit on many
+takes seconds — longer than a whole fit on many
 tables, and paid again by every fresh process (scripts, the command line, joblib workers). The
 update itself is the same: PyTorch's fused AdamW kernel (``torch._fused_adamw_``) where this torch
 has it for the device, otherwise the same formula in ``torch._foreach_*`` operations;
