@@ -4,7 +4,7 @@ TORCH ?= torch==2.13.0
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: test demo docs lint typecheck pytest bench clean
+.PHONY: test demo docs lint typecheck pytest bench gpu-wheels clean
 
 # The virtual environment with torch (installed first so that no other package pulls a CUDA build).
 $(VENV)/.torch:
@@ -45,6 +45,20 @@ docs: $(VENV)/.dev
 
 bench: $(VENV)/.dev
 	$(BIN)/python benchmarks/bench_sparsemax.py
+
+# Wheels for benchmarks/gpu_check.sh on an offline GPU machine (Python 3.12 with a CUDA torch,
+# scikit-learn, pandas, pyarrow, onnx, tqdm): safetensors (a runtime dependency of tabsparse),
+# the references pytorch-tabnet and entmax, and pytest with what the CUDA tests import.
+# Downloads with any pip (no virtual environment needed); gpu_check.sh installs them offline.
+GPU_WHEELS ?= safetensors==0.8.0 pytorch-tabnet==4.1.0 entmax==1.3 \
+	pytest==9.2.0 pluggy==1.7.0 iniconfig==2.3.1 packaging==26.4 pygments==2.21.0 \
+	pytest-timeout==2.4.0 hypothesis==6.170.17 sortedcontainers==2.4.0
+gpu-wheels:
+	rm -rf benchmarks/wheels
+	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+		--implementation cp --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+		-d benchmarks/wheels $(GPU_WHEELS)
+	du -sh benchmarks/wheels
 
 clean:
 	rm -rf $(VENV) build *.egg-info docs/_build
