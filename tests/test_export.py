@@ -592,3 +592,13 @@ def test_export_does_not_import_the_estimators() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_export_refuses_other_estimators(tmp_path: Path) -> None:
+    """Duck typing accepts only a fitted estimator that holds a TabNet: another fitted
+    scikit-learn classifier is refused with the same message as any other object."""
+    from sklearn.linear_model import LogisticRegression
+
+    other = LogisticRegression().fit(np.random.default_rng(0).normal(size=(20, 3)), [0, 1] * 10)
+    with pytest.raises(TypeError, match="TabNetClassifier or TabNetRegressor, got LogisticRegr"):
+        export_model(other, tmp_path / "m.pt2", "torch")

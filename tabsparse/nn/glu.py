@@ -4,12 +4,9 @@ and its backward, fast for TabNet's narrow layers on the CPU.
 PyTorch's CPU kernels run element-wise operations over a 2-d tensor row by row, vectorised in
 chunks of two SIMD registers; a row shorter than that runs element by element. ``glu`` reads
 its two halves as strided views, so each row is one half: 16 float32 channels (the GLU of a
-TabNet with ``n_d + n_a = 16``) are half a chunk with AVX-512 (two 64-byte registers) and the
-whole ``glu`` runs scalar. Measured on a 2-core AMD EPYC with AVX-512, one thread, a 1024 x 32
-input: ``glu`` 52 us, ``glu_backward`` 52-56 us; computed as below, 17 us and 21 us with the
-forward's sigmoid (34-36 us computing it again; 10,000 rows: 489 against 120 us forward).
-The sigmoid runs on a contiguous copy of the gate half (one vectorised pass); the products,
-cheap even element by element, read the strided halves.
+TabNet with ``n_d + n_a = 16``) are half a chunk with AVX-512 and the whole ``glu`` runs
+scalar. The *split path* here computes the sigmoid on a contiguous copy of the gate half (one
+vectorised pass); the products, cheap even element by element, read the strided halves.
 
 Where the halves span at least two registers (float32 with 32 or more channels on AVX-512, 16
 or more on AVX2, and on CUDA) and for small inputs (under 8,192 gated values, where the extra
