@@ -308,3 +308,21 @@ def test_malformed_version_2_states_are_refused(edit: object, message: str) -> N
     edit(state)  # type: ignore[operator]
     with pytest.raises(ValueError, match="Invalid TableEncoder state: .*" + message):
         TableEncoder.from_dict(state)
+
+
+def test_partial_fit_expands_later_chunks_with_the_first_chunks_parts() -> None:
+    t = pd.Series(pd.date_range("2021-01-01 06:00", periods=40, freq="29h"))
+    df = pd.DataFrame({"t": t, "x": np.linspace(0.0, 1.0, 40)})
+    streamed = TableEncoder(datetime_features="expand")
+    for start in range(0, 40, 15):
+        streamed.partial_fit(df.iloc[start : start + 15])
+    # parts are decided on the first chunk (18 days: the month does not vary there yet)
+    assert streamed.datetime_parts == {"t": ["day", "dayofweek", "dayofyear", "hour"]}
+    whole = TableEncoder(datetime_features="expand").fit(df)
+    assert whole.datetime_parts == {"t": ["month", "day", "dayofweek", "dayofyear", "hour"]}
+    shared = [whole.feature_names.index(name) for name in streamed.feature_names]
+    np.testing.assert_allclose(streamed.numeric_mean, whole.numeric_mean[shared], rtol=1e-12)
+    np.testing.assert_allclose(streamed.numeric_std, whole.numeric_std[shared], rtol=1e-10)
+    np.testing.assert_array_equal(
+        streamed.transform(df).numeric, whole.transform(df).numeric[:, shared]
+    )

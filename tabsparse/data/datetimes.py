@@ -19,7 +19,8 @@ part            value                                       range
 
 Only the parts that take more than one value among the non-missing values of the training
 data are kept (a column of dates at midnight gets no ``hour``, ``minute`` or ``second``), or
-``year`` alone when no part varies, so every datetime column gives at least one feature. The
+``year`` alone when no part varies, so every datetime column gives at least one feature (with
+:meth:`~tabsparse.data.TableEncoder.partial_fit`, the first chunk decides, as for kinds). The
 features are named ``"<column>__<part>"`` (``"when__year"``). A missing value (``NaT``) is
 missing (NaN) in every part.
 
