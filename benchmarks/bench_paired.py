@@ -21,6 +21,8 @@ Usage::
 
     python benchmarks/bench_paired.py                  # every dataset, seed 0, 2 workers
     python benchmarks/bench_paired.py --datasets credit_card_default_taiwan --no-write
+    # this checkout's tabsparse against the one checked out at DIR (before/after a change)
+    python benchmarks/bench_paired.py --baseline DIR --no-write
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ from _readme import cpu_model, load_average, write_section  # noqa: E402
 RESULTS = HERE / "results" / "paired.jsonl"
 SECTION = "## Paired test against pytorch-tabnet"
 MODELS = ("tabsparse", "pytorch-tabnet")
+#: tabsparse as checked out at ``--baseline DIR``, fitted in workers that import it from there
+BASELINE = "tabsparse@baseline"
 ALPHA = 0.05
 
 
@@ -105,27 +109,39 @@ def paired_regression(y: np.ndarray, ours: np.ndarray, theirs: np.ndarray) -> di
     }
 
 
-def verdict(stats: dict[str, Any]) -> str:
-    """Which library is better at the 5% level (accuracy: higher; MSE: lower)."""
+def verdict(stats: dict[str, Any], models: tuple[str, str] = MODELS) -> str:
+    """Which model is better at the 5% level (accuracy: higher; MSE: lower)."""
     if stats["p"] >= ALPHA:
         return "no significant difference"
     better_ours = stats["diff"] > 0 if stats["metric"] == "accuracy" else stats["diff"] < 0
-    return "tabsparse better" if better_ours else "pytorch-tabnet better"
+    return f"{models[0] if better_ours else models[1]} better"
 
 
-def pair(name: str, y_test: Any, ours: np.ndarray, theirs: np.ndarray) -> dict[str, Any]:
+def pair(
+    name: str,
+    y_test: Any,
+    ours: np.ndarray,
+    theirs: np.ndarray,
+    models: tuple[str, str] = MODELS,
+) -> dict[str, Any]:
     """The paired statistics of one dataset's two sets of test predictions."""
     if bq.TASK_BY_NAME[name].kind == "regression":
         stats = paired_regression(y_test.to_numpy(dtype=float), ours, theirs)
     else:
         stats = paired_classification(y_test.astype(str).to_numpy(), ours, theirs)
     row = {"dataset": name, **stats}
-    row["verdict"] = verdict(row)
+    row["verdict"] = verdict(row, models)
     return row
 
 
 def _fit(name: str, model: str, seed: int) -> dict[str, Any]:
+    model = "tabsparse" if model == BASELINE else model
     return bq.run_model(name, model, {}, bq.TRAIN_CAP, bq.TEST_CAP, seed=seed, predictions=True)
+
+
+def _import_from(folder: str) -> None:
+    """Worker initialiser: ``import tabsparse`` finds the checkout at ``folder`` first."""
+    sys.path.insert(0, folder)
 
 
 def render(rows: list[dict[str, Any]], seed: int, commit: str, load: float | None) -> str:
@@ -179,7 +195,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=bq.SEED)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-write", action="store_true", help="do not touch the README")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="pair this checkout's tabsparse with the one checked out at this folder "
+        "instead of pytorch-tabnet (rows go to results/paired_baseline.jsonl, not the README)",
+    )
     args = parser.parse_args(argv)
+    models: tuple[str, str] = MODELS if args.baseline is None else ("tabsparse", BASELINE)
     names = [
         t.dataset
         for t in bq.TASKS
@@ -193,30 +216,47 @@ def main(argv: list[str] | None = None) -> None:
     load = load_average()
     commit = bq.git_commit()
     size = {n: (bq.DATASETS / n / f"{n}.csv.gz").stat().st_size for n in names}
-    jobs = sorted(((n, m) for n in names for m in MODELS), key=lambda j: -size[j[0]])
+    jobs = sorted(((n, m) for n in names for m in models), key=lambda j: -size[j[0]])
     preds: dict[tuple[str, str], np.ndarray] = {}
     paired: dict[str, dict[str, Any]] = {}
     ctx = mp.get_context("spawn")
-    with cf.ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
-        futures = {pool.submit(_fit, n, m, args.seed): (n, m) for n, m in jobs}
+    # the baseline's workers import tabsparse from its folder: a pool of their own
+    pools = {m: cf.ProcessPoolExecutor(args.workers, mp_context=ctx) for m in models}
+    if args.baseline is not None:
+        pools[BASELINE].shutdown()
+        pools[BASELINE] = cf.ProcessPoolExecutor(
+            args.workers,
+            mp_context=ctx,
+            initializer=_import_from,
+            initargs=(str(args.baseline.resolve()),),
+        )
+    try:
+        futures = {pools[m].submit(_fit, n, m, args.seed): (n, m) for n, m in jobs}
         for fut in cf.as_completed(futures):
             n, m = futures[fut]
             rec = fut.result()
             preds[(n, m)] = rec["predictions"]
-            print(f"{n:28s} {m:15s} fitted in {rec['fit_s']:.1f}s", flush=True)
-            if all((n, other) in preds for other in MODELS):  # pair as soon as both are in
-                ours, theirs = (preds.pop((n, other)) for other in MODELS)
-                paired[n] = pair(n, rec["y_test"], ours, theirs)
+            print(f"{n:28s} {m:18s} fitted in {rec['fit_s']:.1f}s", flush=True)
+            if all((n, other) in preds for other in models):  # pair as soon as both are in
+                ours, theirs = (preds.pop((n, other)) for other in models)
+                paired[n] = pair(n, rec["y_test"], ours, theirs, models)
                 paired[n].update(seed=args.seed, commit=commit)
                 r = paired[n]
                 stats = f"diff {r['diff']:+.5g} se {r['se']:.3g} p {r['p']:.3g}"
                 print(f"{n:28s} {stats} {r['verdict']}", flush=True)
+    finally:
+        for pool in pools.values():
+            pool.shutdown()
     rows = [paired[n] for n in names]
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    with RESULTS.open("a") as f:
+    results = RESULTS if args.baseline is None else RESULTS.with_name("paired_baseline.jsonl")
+    results.parent.mkdir(parents=True, exist_ok=True)
+    with results.open("a") as f:
         for row in rows:
             f.write(json.dumps(row) + "\n")
-    if not args.no_write:
+    if args.baseline is not None:
+        counts = {v: sum(r["verdict"] == v for r in rows) for v in {r["verdict"] for r in rows}}
+        print(f"summary against {args.baseline}: {counts}")
+    elif not args.no_write:
         write_section(HERE / "README.md", SECTION, render(rows, args.seed, commit, load))
         print(f"wrote {SECTION!r}")
 
