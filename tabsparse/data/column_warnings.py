@@ -7,8 +7,9 @@ each categorical column holding text (object or string dtype) is checked once, a
 * **dates stored as strings**: at least :data:`DATE_FRACTION` of a sample of up to
   :data:`DATE_SAMPLE` non-missing values (evenly spaced over the column; at least
   :data:`DATE_MIN_VALUES` of them) are strings of a date, optionally with a time: ISO 8601
-  (``2024-03-01``, ``2024-03-01T12:30:00Z``, ``2024/03/01 12:30``) or day/month/year style
-  (``01/03/2024``, ``1.3.2024``). As categories, dates cannot generalise to new dates: convert
+  (``2024-03-01``, ``2024-03-01T12:30:00Z``, ``2024/03/01 12:30``), day/month/year style
+  (``01/03/2024``, ``1.3.2024``) or with English month names (``05-Jan-2024``,
+  ``Jan 5, 2024``, ``5 January 2024``). As categories, dates cannot generalise to new dates: convert
   the column with ``pandas.to_datetime`` and fit with ``datetime_features="expand"``, or drop it.
 * **nearly unique values** (identifiers, titles, free text): more than
   :data:`UNIQUE_FRACTION` of the non-missing values are distinct, over at least
@@ -40,11 +41,14 @@ DATE_MIN_VALUES = 5
 """Date-like columns are reported only from this many non-missing values on."""
 
 _TIME = r"(?:[ T]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:[AaPp][Mm])?(?:Z|[+-]\d{2}:?\d{2})?)?"
+_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?"
 _DATE = re.compile(
     r"\s*(?:"
     r"\d{4}[-/.](?:0?[1-9]|1[0-2])[-/.](?:0?[1-9]|[12]\d|3[01])"  # year first
     r"|(?:0?[1-9]|[12]\d|3[01])[-/.](?:0?[1-9]|[12]\d|3[01])[-/.]\d{4}"  # day or month first
     r"|\d{4}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])T\d{4,6}Z?"  # compact ISO with a time
+    r"|(?:0?[1-9]|[12]\d|3[01])[- ]" + _MONTH + r"[- ,]+\d{4}"  # 05-Jan-2021, 5 January 2021
+    r"|" + _MONTH + r" (?:0?[1-9]|[12]\d|3[01]),? \d{4}"  # Jan 5, 2021
     r")" + _TIME + r"\s*"
 )
 
