@@ -126,6 +126,16 @@ def test_warning_points_at_the_callers_line() -> None:
     assert record[0].filename == __file__
 
 
+def test_warning_skips_every_tabsparse_frame() -> None:
+    # as through an estimator: a function of a tabsparse module calls the encoder
+    namespace = {"__name__": "tabsparse.estimators.fake", "TableEncoder": TableEncoder}
+    exec("def fit(X):\n    return TableEncoder().fit(X)\n", namespace)
+    df = pd.DataFrame({"id": [f"u{i}" for i in range(60)]})
+    with pytest.warns(ColumnWarning) as record:
+        namespace["fit"](df)  # type: ignore[operator]
+    assert record[0].filename == __file__
+
+
 def test_partial_fit_warns_on_the_first_chunk_only() -> None:
     chunk = pd.DataFrame({"id": [f"u{i}" for i in range(60)]})
     enc = TableEncoder()

@@ -23,7 +23,9 @@ anyway: no per-element date parsing, and no pandas format-guessing warnings.
 from __future__ import annotations
 
 import re
+import sys
 import warnings
+from types import FrameType
 
 import numpy as np
 
@@ -70,11 +72,23 @@ def _looks_like_dates(values: np.ndarray) -> str | None:
     return None
 
 
-def warn_unlikely_features(col: Column, n_distinct: int, stacklevel: int) -> None:
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` of the first frame outside tabsparse, seen from a function here that
+    calls ``warnings.warn`` (so the warning points at the user's line, through an estimator
+    or not)."""
+    level = 2
+    frame: FrameType | None = sys._getframe(2)
+    while frame is not None and str(frame.f_globals.get("__name__", "")).startswith("tabsparse."):
+        level, frame = level + 1, frame.f_back
+    return level
+
+
+def warn_unlikely_features(col: Column, n_distinct: int) -> None:
     """Issue at most one :class:`ColumnWarning` for the categorical text column ``col``.
 
     ``n_distinct`` is the number of distinct non-missing values (the vocabulary size).
     Columns that are not text (numbers, bools, a declared ``category`` dtype) are not checked.
+    The warning points at the first caller outside tabsparse.
     """
     if col.form != "object":
         return
@@ -87,7 +101,7 @@ def warn_unlikely_features(col: Column, n_distinct: int, stacklevel: int) -> Non
             "pandas.to_datetime and pass datetime_features='expand' to use its parts "
             "(year, month, day of week, ...), or drop it.",
             ColumnWarning,
-            stacklevel=stacklevel + 1,
+            stacklevel=_caller_stacklevel(),
         )
         return
     n = values.shape[0]
@@ -98,5 +112,5 @@ def warn_unlikely_features(col: Column, n_distinct: int, stacklevel: int) -> Non
             "generalise to new rows. Drop it from X (or convert it to numbers if it is a "
             "quantity).",
             ColumnWarning,
-            stacklevel=stacklevel + 1,
+            stacklevel=_caller_stacklevel(),
         )

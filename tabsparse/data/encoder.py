@@ -300,7 +300,7 @@ default="from_dtype"
             chunk_keys.append(keys)
         if self.n_rows_seen == 0:  # the first chunk: advice on columns that are no features
             for j, keys in zip(self.categorical_columns, chunk_keys, strict=True):
-                warn_unlikely_features(cols[j], len(keys), stacklevel=4)
+                warn_unlikely_features(cols[j], len(keys))
         for keys, new in zip(self._vocab_keys, chunk_keys, strict=True):
             keys.update(new)
         self._stats = merge_stats(self._stats, chunk_stats)
