@@ -1,11 +1,17 @@
-"""The README's and the docs' Python code blocks run, and every example runs in a fast mode.
+"""The README's and the docs' Python code blocks run and show what they really print, and every
+example runs in a fast mode.
 
 A block whose first line is ``# not run`` (launcher recipes: torchrun, SLURM, Ray) is skipped.
-The blocks of one file run in order in one namespace, in a temporary folder.
+The blocks of one file run in order in one namespace, in a temporary folder. A block written as a
+doctest (``>>>`` prompts) is run as one: the output shown under each ``>>>`` line must be what
+that line prints (``...`` stands for any text, whitespace is normalised). A plain block may not
+show an output in a comment (``# tensor(...)``, ``# array(...)``): outputs are shown as doctests,
+so that they are checked.
 """
 
 from __future__ import annotations
 
+import doctest
 import os
 import re
 import subprocess
@@ -26,14 +32,34 @@ PRELUDE = {
     ),
 }
 DOCS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+# a comment that shows an output instead of checking it
+UNCHECKED_OUTPUT = re.compile(r"#\s*(tensor\(|array\(|\[\(|\(\d+, \d+\)|True$|False$)")
+NEW_PAGES = ["reading_masks.md", "choosing_parameters.md", "limitations.md"]
 
 
 def blocks(path: Path) -> list[str]:
     return [b for b in BLOCK.findall(path.read_text()) if not b.startswith("# not run")]
 
 
+def run_block(code: str, namespace: dict[str, object], name: str) -> None:
+    """Run one block in ``namespace``: as a doctest if it has ``>>>`` prompts, else as code."""
+    if not code.lstrip().startswith(">>>"):
+        for line in code.splitlines():
+            assert not UNCHECKED_OUTPUT.search(line), f"{name}: unchecked output in {line!r}"
+        exec(compile(code, name, "exec"), namespace)
+        return
+    test = doctest.DocTestParser().get_doctest(code, namespace, name, name, 0)
+    report: list[str] = []
+    runner = doctest.DocTestRunner(optionflags=FLAGS)
+    result = runner.run(test, out=report.append, clear_globs=False)
+    assert result.failed == 0, "".join(report)
+
+
 @pytest.mark.parametrize("name", [d for d in DOCS if blocks(ROOT / d)])
-def test_code_blocks_run(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_code_blocks_run_and_show_their_output(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if name.endswith("deployment.md"):
         pytest.importorskip("onnxruntime")
         pytest.importorskip("onnxscript")
@@ -41,10 +67,24 @@ def test_code_blocks_run(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     namespace: dict[str, object] = {"__name__": "__docs__"}
     exec(PRELUDE.get(Path(name).name, ""), namespace)
     for i, code in enumerate(blocks(ROOT / name)):
-        try:
-            exec(compile(code, f"{name}[block {i}]", "exec"), namespace)
-        except Exception as exc:  # pragma: no cover - the message is the point
-            raise AssertionError(f"{name} block {i} failed:\n{code}") from exc
+        run_block(code, namespace, f"{name}[block {i}]")
+
+
+def test_a_wrong_shown_output_fails() -> None:
+    with pytest.raises(AssertionError, match="Expected:"):
+        run_block(">>> 1 + 1\n3\n", {}, "wrong")
+    with pytest.raises(AssertionError, match="unchecked output"):
+        run_block("x = [1]\nx  # array([1])\n", {}, "unchecked")
+    run_block(">>> [0.1234567, 'a']\n[0.123..., 'a']\n", {}, "right")
+
+
+def test_new_pages_exist_and_are_linked() -> None:
+    index = (ROOT / "docs" / "index.md").read_text()
+    readme = (ROOT / "README.md").read_text()
+    for page in NEW_PAGES:
+        assert (ROOT / "docs" / page).exists(), page
+        assert page in index and page in readme, page
+        assert page.removesuffix(".md") in index  # in the toctree too
 
 
 def run_example(*args: str) -> subprocess.CompletedProcess[str]:
@@ -66,3 +106,18 @@ def test_demo_runs_in_fast_mode(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-2000:]
     assert "HistGradientBoostingRegressor" in run.stdout
     assert {p.name for p in tmp_path.iterdir()} == {"importances.png", "masks.png", "history.png"}
+
+
+def test_api_page_lists_the_classifier_signature() -> None:
+    import inspect
+
+    from tabsparse import TabNetClassifier
+
+    text = (ROOT / "docs" / "api.md").read_text()
+    shown = re.search(r"### `TabNetClassifier\(\*, (.*?)\)`", text)
+    assert shown is not None
+    documented = dict(p.split("=", 1) for p in shown.group(1).split(", "))
+    actual = inspect.signature(TabNetClassifier).parameters
+    assert list(documented) == list(actual)
+    for name, default in documented.items():
+        assert eval(default) == actual[name].default, name  # our own doc text
