@@ -13,6 +13,12 @@ function ``0`` if ``t >= 1``, ``-t`` if ``t <= -1`` and ``(t - 1)**2 / 4`` other
 
 It is evaluated through the equivalent, shift-invariant form
 ``(p - q)^T (z - max z) - |p|^2 / 2 + |q|^2 / 2`` with ``p = sparsemax(z)``.
+
+The regression losses at the end (:func:`poisson_deviance`, :func:`gamma_deviance`,
+:func:`tweedie_deviance`, :func:`pinball_loss`) return one value per row, the mean over the
+row's columns; the deviances take the raw output ``eta`` of a log link (the mean is
+``exp(eta)``) and equal scikit-learn's ``mean_*_deviance`` of ``exp(eta)`` (the unit deviance
+with its factor 2).
 """
 
 from __future__ import annotations
@@ -25,7 +31,14 @@ from torch import Tensor, nn
 from tabsparse.sparsemax import _forward as _sparse_forward
 from tabsparse.sparsemax import _work_dtype, sparsemax_sorted
 
-__all__ = ["SparsemaxLoss", "sparsemax_loss"]
+__all__ = [
+    "SparsemaxLoss",
+    "gamma_deviance",
+    "pinball_loss",
+    "poisson_deviance",
+    "sparsemax_loss",
+    "tweedie_deviance",
+]
 
 _REDUCTIONS = ("none", "mean", "sum")
 
@@ -240,3 +253,48 @@ class SparsemaxLoss(nn.Module):
     def extra_repr(self) -> str:
         """Describe the module configuration."""
         return f"reduction={self.reduction!r}, dim={self.dim}"
+
+
+# ---- regression losses (one value per row) -------------------------------------------------------
+
+
+def poisson_deviance(eta: Tensor, y: Tensor) -> Tensor:
+    """Poisson deviance ``2 (y log(y / mu) - y + mu)`` with ``mu = exp(eta)``, per row.
+
+    ``eta`` and ``y`` are ``(n, k)``, ``y >= 0``; returns ``(n,)``, the mean over the ``k``
+    columns (``0 log 0 = 0``)."""
+    return (2.0 * (torch.xlogy(y, y) - y * eta - y + torch.exp(eta))).mean(dim=1)
+
+
+def gamma_deviance(eta: Tensor, y: Tensor) -> Tensor:
+    """Gamma deviance ``2 (log(mu / y) + y / mu - 1)`` with ``mu = exp(eta)``, per row
+    (``y > 0``); shapes as :func:`poisson_deviance`."""
+    return (2.0 * (eta - torch.log(y) + y * torch.exp(-eta) - 1.0)).mean(dim=1)
+
+
+def tweedie_deviance(eta: Tensor, y: Tensor, power: float) -> Tensor:
+    """Tweedie deviance of power ``p >= 1`` with ``mu = exp(eta)``, per row.
+
+    ``2 (y^(2-p) / ((1-p)(2-p)) - y mu^(1-p) / (1-p) + mu^(2-p) / (2-p))``; ``p = 1`` is
+    :func:`poisson_deviance`, ``p = 2`` :func:`gamma_deviance`. ``y >= 0`` for ``p < 2``,
+    ``y > 0`` for ``p >= 2``; shapes as :func:`poisson_deviance`."""
+    if power < 1:
+        raise ValueError(f"power={power} must be >= 1")
+    if power == 1:
+        return poisson_deviance(eta, y)
+    if power == 2:
+        return gamma_deviance(eta, y)
+    a, b = 1.0 - power, 2.0 - power
+    dev = torch.pow(y, b) / (a * b) - y * torch.exp(a * eta) / a + torch.exp(b * eta) / b
+    return (2.0 * dev).mean(dim=1)
+
+
+def pinball_loss(pred: Tensor, y: Tensor, quantiles: Tensor) -> Tensor:
+    """Pinball (quantile) loss ``max(q (y - pred), (q - 1) (y - pred))``, per row.
+
+    ``pred`` is ``(n, m)``; ``y`` is ``(n, m)`` or ``(n, 1)`` (one target against ``m``
+    quantiles); ``quantiles`` broadcasts against ``pred`` (a scalar or ``(m,)``). Returns
+    ``(n,)``, the mean over the ``m`` columns: scikit-learn's ``mean_pinball_loss`` averaged
+    over the quantiles."""
+    diff = y - pred
+    return torch.maximum(quantiles * diff, (quantiles - 1.0) * diff).mean(dim=1)

@@ -122,7 +122,15 @@ def test_export_hooks() -> None:
     torch.testing.assert_close(cls.serve(logits), torch.softmax(logits, 1))
     reg, _ = Regression.fit(np.array([1.0, 3.0]))
     torch.testing.assert_close(reg.serve(torch.tensor([[1.0]])), torch.tensor([[3.0]]).double())
-    assert reg.export_spec() == {"n_outputs": 1, "ndim": 1, "mean": [2.0], "scale": [1.0]}
+    assert reg.export_spec() == {
+        "n_outputs": 1,
+        "ndim": 1,
+        "mean": [2.0],
+        "scale": [1.0],
+        "loss": "squared_error",
+        "link": "identity",
+        "quantiles": None,
+    }
     for target, _ in fitted_targets()[1:4]:
         with pytest.raises(NotImplementedError, match="single-output models only"):
             target.check_exportable()

@@ -26,6 +26,7 @@ import tabsparse.estimators._multioutput as mo
 from tabsparse import io as model_io
 from tabsparse.data import TableEncoder
 from tabsparse.estimators._base import TabNetBase, resolve_device
+from tabsparse.estimators._targets._regression import Regression, check_scaling
 from tabsparse.estimators.classifier import TabNetClassifier
 from tabsparse.estimators.pretrainer import TabNetPretrainer
 from tabsparse.estimators.regressor import TabNetRegressor
@@ -233,6 +234,8 @@ def _check_regressor(est: Any) -> None:
         raise ValueError(f"_y_ndim={est._y_ndim!r} must be 1 or 2")
     if est._y_ndim == 1 and n != 1:
         raise ValueError("_y_ndim=1 needs n_outputs_=1")
+    if hasattr(est, "_objective"):  # files from before objectives are squared_error
+        check_scaling(Regression.from_attributes(est).objective, est.target_mean_, n)
 
 
 register_estimator(
@@ -244,8 +247,9 @@ register_estimator(
 register_estimator(TabNetPretrainer, attributes=(), check=lambda est: None)
 register_estimator(
     TabNetRegressor,
-    attributes=("n_outputs_", "target_mean_", "target_scale_", "_y_ndim"),
+    attributes=("n_outputs_", "target_mean_", "target_scale_", "_y_ndim", "_objective"),
     check=_check_regressor,
+    optional=("_objective",),
 )
 
 

@@ -35,6 +35,9 @@ class _Serving(nn.Module):
         The regressor's target standardisation (float64).
     masks : bool
         Also return the column masks and the per-row importances.
+    head : nn.Module or None
+        The regressor's output transform (``estimator._serving_head()``: link, scale, sorted
+        quantiles); None: the affine ``target_mean`` / ``target_scale``.
     """
 
     cardinality: torch.Tensor
@@ -49,8 +52,10 @@ class _Serving(nn.Module):
         target_mean: Any,
         target_scale: Any,
         masks: bool,
+        head: nn.Module | None = None,
     ) -> None:
         super().__init__()
+        self.head = head
         self.network = network
         self.task = task
         self.masks = masks
@@ -72,6 +77,8 @@ class _Serving(nn.Module):
         out = self.network(numeric, codes)
         if self.task == "classification":
             first = torch.softmax(out.logits.float(), dim=1)
+        elif self.head is not None:
+            first = self.head(out.logits)
         else:
             first = out.logits.to(torch.float64) * self.target_scale + self.target_mean
         if not self.masks:
@@ -219,6 +226,7 @@ def _serving_module(estimator: Any, *, masks: bool) -> _Serving:
         target_mean=getattr(estimator, "target_mean_", None),
         target_scale=getattr(estimator, "target_scale_", None),
         masks=masks,
+        head=estimator._serving_head() if hasattr(estimator, "_serving_head") else None,
     )
     module.requires_grad_(False)
     return module.eval()

@@ -180,13 +180,18 @@ def export_spec(
             "mean": [float(v) for v in estimator.target_mean_],
             "scale": [float(v) for v in estimator.target_scale_],
         }
+        if hasattr(estimator, "_export_target_spec"):  # adds loss, link and quantiles
+            target = estimator._export_target_spec()
+            if target["quantiles"] is not None:  # one column per quantile
+                n_out = len(target["quantiles"])
         outputs.append(
             {
                 "name": "predictions",
                 "dtype": "float64",
                 "shape": ["batch", n_out],
                 "description": "predictions on the original target scale (column 0 is the "
-                "prediction when the model was fitted on a 1-D target)",
+                "prediction when the model was fitted on a 1-D target; one column per entry of "
+                "'target.quantiles' when that is a list)",
             }
         )
     if masks:

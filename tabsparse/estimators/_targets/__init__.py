@@ -108,7 +108,7 @@ def target_of(estimator: Any) -> Target:
     attributes`). A classifier without ``_target_kind`` (model files from before multi-output
     support) has a single column of labels; a regressor is told by its ``target_mean_``."""
     if hasattr(estimator, "target_mean_"):
-        return Regression(estimator.target_mean_, estimator.target_scale_, estimator._y_ndim)
+        return Regression.from_attributes(estimator)
     kind = getattr(estimator, "_target_kind", ClassLabels.name)
     if kind == ClassLabels.name:
         return ClassLabels(estimator.classes_)
