@@ -8,7 +8,11 @@ survive model files, ``target_from_json`` and export; every bad input has its ex
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -359,3 +363,33 @@ def test_unknown_loss_and_bad_y_val() -> None:
         ValueError, match=re.escape("must be >= 0 for loss='poisson', got -1.0 (row 0)")
     ):
         reg.fit(X_TR, COUNTS[:340], X_val=X_VA, y_val=y_val)
+
+
+def test_example_runs_and_prints_each_objective() -> None:
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    run = subprocess.run(
+        [sys.executable, "examples/regression_objectives.py", "--max-epochs", "2"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    labels = [ln.split(":")[0].strip() for ln in lines if ln.startswith("   ")]
+    assert labels == ["squared_error", "poisson", "squared_error", "gamma", _coverage_label(lines)]
+    poisson = next(ln for ln in lines if "poisson:" in ln)
+    assert ", 0 <= 0 of 133;" in poisson  # a log link never predicts <= 0
+
+
+def _coverage_label(lines: list[str]) -> str:
+    """The coverage line's text before its first colon (it must have the figures)."""
+    line = next(ln for ln in lines if "coverage" in ln)
+    assert re.fullmatch(
+        r"   coverage on the test rows \d+\.\d% \(aimed at 90%\), mean width \d+\.\d, below the "
+        r"median \d+\.\d%; score \(mean D2 pinball\) -?\d\.\d{3}",
+        line,
+    ), line
+    return line.split(":")[0].strip()
