@@ -150,7 +150,8 @@ class Trainer:
     During a fit the trainer also holds ``optimizer``, ``generator`` (the shuffling RNG),
     ``step`` (the training step's forward pass and loss), ``device``, ``steps_per_epoch``,
     ``epoch`` (the current history index), ``end_epoch`` (one past the last epoch this fit may
-    run) and ``fit_callbacks`` (its own callbacks followed by ``callbacks``).
+    run) and ``fit_callbacks`` (its own callbacks followed by ``callbacks``). Each fit starts
+    with ``stop`` False and ``best_iteration`` None (a resumed fit takes the checkpoint's).
     """
 
     network: nn.Module
