@@ -354,6 +354,16 @@ def test_bad_objective_inputs(params: dict, y: np.ndarray, message: str) -> None
     assert not hasattr(reg, "network_")
 
 
+def test_several_quantiles_refuse_a_scorer_string() -> None:
+    reg = TabNetRegressor(loss="quantile", quantile=[0.1, 0.9], scoring="r2", **SMALL)
+    msg = (
+        "scoring='r2' cannot score several quantiles (predict returns one column per "
+        "quantile); use scoring='loss', the mean pinball loss over them"
+    )
+    with pytest.raises(ValueError, match=re.escape(msg)):
+        reg.fit(X_TR, Y_TR)
+
+
 def test_unknown_loss_and_bad_y_val() -> None:
     with pytest.raises(ValueError, match=re.escape("The 'loss' parameter of TabNetRegressor")):
         TabNetRegressor(loss="logcosh").fit(X_TR, Y_TR)

@@ -200,6 +200,15 @@ class TabNetRegressor(RegressorMixin, TabNetSupervised):
                     "the fitted objective: set the parameters back or fit without warm_start"
                 )
             return target.encode(y)
+        if (
+            objective.quantiles is not None
+            and isinstance(self.scoring, str)
+            and self.scoring != "loss"
+        ):
+            raise ValueError(
+                f"scoring={self.scoring!r} cannot score several quantiles (predict returns one "
+                "column per quantile); use scoring='loss', the mean pinball loss over them"
+            )
         target, encoded = Regression.fit(y, objective)
         for name in self._target_attributes:
             self.__dict__.pop(name, None)

@@ -16,8 +16,9 @@ kind (``name``)            ``y``                                           head 
 ``"multilabel-bce"``       0 / 1 indicator matrix (:class:`BCEMultiLabel`) ``n_labels`` sigmoids
 ``"multitask"``            one column of labels per task (:class:`Multi    ``sum(n_classes_j)``,
                            Task`)                                          mean cross-entropy
-``"regression"``           1-D or 2-D numbers, one or more outputs         ``n_outputs``, MSE on
-                           (:class:`Regression`)                           the standardised y
+``"regression"``           1-D or 2-D numbers, one or more outputs         ``n_outputs`` (or one
+                           (:class:`Regression`)                           per quantile), the
+                                                                           objective's loss
 =========================  ==============================================  ======================
 
 The multi-label and multi-task conventions (scores, decision rule, "no label" pseudo-label) are

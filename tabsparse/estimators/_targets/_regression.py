@@ -116,7 +116,7 @@ class Objective:
                 f"{float(y2[row, col])!r} ({where})"
             )
 
-    def loss_fn(self, n_columns: int) -> LossFn:
+    def loss_fn(self) -> LossFn:
         """The per-row loss of the network's raw outputs against the scaled target."""
         if self.loss == "squared_error":
 
@@ -138,7 +138,7 @@ class Objective:
         if self.loss == "tweedie":
             power = float(self.power or 1.5)
             return lambda eta, target: tweedie_deviance(eta, target, power)
-        qs = self.quantiles if self.quantiles is not None else (float(self.quantile),)  # type: ignore[arg-type]
+        qs = self.quantile if isinstance(self.quantile, tuple) else (float(self.quantile or 0.5),)
         q_cpu = torch.tensor(qs, dtype=torch.float32)
 
         def quantile(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -291,7 +291,7 @@ class Regression(Target):
         return self.n_outputs if qs is None else len(qs)
 
     def loss(self) -> LossFn:
-        return self.objective.loss_fn(self.n_network_outputs)
+        return self.objective.loss_fn()
 
     def tensor(self, encoded: np.ndarray, device: torch.device) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(encoded, dtype=np.float32)).to(device)
