@@ -2,7 +2,10 @@
 
 The bar is drawn with `tqdm <https://tqdm.github.io>`_ on standard error (never standard output),
 one tick per epoch, with the latest training loss and, when there is validation data, the latest
-validation score as its postfix. It is closed when training ends, also after early stopping and
+validation loss and the score early stopping watches as its postfix: under the name the user
+gave it and with its sign (``roc_auc=0.912``, ``neg_log_loss=-0.3``). Without a score function
+the watched score is the negated validation loss, already shown as ``val_loss``, so it is not
+repeated. It is closed when training ends, also after early stopping and
 after an interruption.
 
 Examples
@@ -84,14 +87,15 @@ class ProgressBar(Callback):
         )
 
     def on_epoch_end(self, trainer: Trainer, record: dict[str, float]) -> None:
-        """Advance by one epoch and show the latest losses."""
+        """Advance by one epoch and show the latest losses and score."""
         if self._bar is None:
             return
         postfix = {"loss": _short(record.get("train_loss"))}
         if "val_loss" in record:
             postfix["val_loss"] = _short(record.get("val_loss"))
-        if "val_score" in record:
-            postfix["val_score"] = _short(record.get("val_score"))
+        if "val_score" in record and trainer.score_fn is not None:
+            name = str(getattr(trainer.score_fn, "name", "val_score"))
+            postfix[name] = _short(record.get("val_score"))
         self._bar.set_postfix(postfix, refresh=False)
         self._bar.update(1)
 

@@ -141,7 +141,69 @@ FIT_CASES: list[tuple[str, Callable[[], tuple[Any, Any, dict[str, Any]]], Any]] 
         None,
     ),
     ("list of lists", lambda: (frame()[["num"]].to_numpy().tolist(), labels().tolist(), {}), None),
-    ("scipy sparse", lambda: (sp.csr_matrix(np.ones((N, 3))), labels(), {}), (TypeError, "dense")),
+    # scipy sparse input is encoded block of rows by block (issue 25 item 6)
+    ("scipy sparse", lambda: (sp.csr_matrix(np.ones((N, 3))), labels(), {}), None),
+    ("scipy sparse, COO", lambda: (sp.coo_matrix(np.eye(N, 3)), labels(), {}), None),
+    (
+        "scipy sparse of complex numbers",
+        lambda: (sp.csr_matrix(np.ones((N, 2)) * 1j), labels(), {}),
+        (ValueError, "Complex data not supported"),
+    ),
+    (
+        "scipy sparse with inf",
+        lambda: (sp.csr_matrix(np.r_[np.inf, np.ones(N - 1)].reshape(-1, 1)), labels(), {}),
+        (ValueError, "Column 'x0' contains infinite values"),
+    ),
+    (
+        "scipy sparse with categorical_features",
+        lambda: (sp.csr_matrix(np.ones((N, 2))), labels(), {"categorical_features": [0]}),
+        (ValueError, "numeric columns only; categorical_features"),
+    ),
+    (
+        "sparse X_val for a sparse fit, wrong width",
+        lambda: (
+            sp.csr_matrix(np.ones((N, 2))),
+            labels(),
+            {"X_val": sp.csr_matrix(np.ones((10, 3))), "y_val": labels(10)},
+        ),
+        (ValueError, "X has 3 features, but TabNetClassifier is expecting 2"),
+    ),
+    # tables of other libraries (issue 25 item 1)
+    (
+        "polars LazyFrame",
+        lambda: (pytest.importorskip("polars").from_pandas(frame()).lazy(), labels(), {}),
+        (TypeError, r"lazy frame .*X\.collect\(\)"),
+    ),
+    (
+        "polars Series as X",
+        lambda: (pytest.importorskip("polars").Series("a", np.ones(N)), labels(), {}),
+        (ValueError, r"\.to_frame\(\)"),
+    ),
+    (
+        "pyarrow Table",
+        lambda: (pytest.importorskip("pyarrow").Table.from_pandas(frame()), labels(), {}),
+        None,
+    ),
+    # datetime columns (issue 25 item 8)
+    (
+        "datetime column without datetime_features='expand'",
+        lambda: (with_column("when", pd.date_range("2020", periods=N)), labels(), {}),
+        (TypeError, "Column 'when' has datetime values.*datetime_features='expand'"),
+    ),
+    (
+        "datetime column with datetime_features='expand'",
+        lambda: (
+            with_column("when", pd.date_range("2020", periods=N)),
+            labels(),
+            {"datetime_features": "expand"},
+        ),
+        None,
+    ),
+    (
+        "datetime_features not an option",
+        lambda: (frame(), labels(), {"datetime_features": "parts"}),
+        (ValueError, "'datetime_features' parameter .* 'parts'"),
+    ),
     (
         "duplicated column names",
         lambda: (pd.concat([frame(), frame()[["num"]]], axis=1), labels(), {}),
@@ -184,7 +246,7 @@ FIT_CASES: list[tuple[str, Callable[[], tuple[Any, Any, dict[str, Any]]], Any]] 
             labels(),
             {"X_val": frame(10), "y_val": np.array(["maybe"] * 10, dtype=object)},
         ),
-        (ValueError, "maybe"),
+        (ValueError, r"^y_val contains labels not seen in training: \['maybe'\]"),
     ),
     (
         "X_val without y_val",
@@ -214,7 +276,11 @@ FIT_CASES: list[tuple[str, Callable[[], tuple[Any, Any, dict[str, Any]]], Any]] 
 def test_fit_bad_input(case: str, make: Callable[[], Any], expected: Any) -> None:
     X, y, kwargs = make()
     kwargs = dict(kwargs)
-    est = TabNetRegressor(**SMALL) if kwargs.pop("regressor", False) else TabNetClassifier(**SMALL)
+    params = {
+        k: kwargs.pop(k) for k in ("categorical_features", "datetime_features") if k in kwargs
+    }
+    regressor = kwargs.pop("regressor", False)
+    est = (TabNetRegressor if regressor else TabNetClassifier)(**SMALL, **params)
     X_before = copy.deepcopy(X)
     if expected is None:
         est.fit(X, y, **kwargs)
@@ -257,6 +323,26 @@ PREDICT_CASES: list[tuple[str, Callable[[], Any], Any]] = [
         (TypeError, "num"),
     ),
     ("numbers as strings at predict", lambda: with_column("num", ["1.5"] * N), None),
+    (
+        "scipy sparse for a model with categorical columns",
+        lambda: sp.csr_matrix(np.ones((5, 3))),
+        (ValueError, "A sparse matrix has numeric columns only"),
+    ),
+    (
+        "polars frame missing a column",
+        lambda: pytest.importorskip("polars").from_pandas(frame().drop(columns="cat")),
+        (ValueError, "cat"),
+    ),
+    (
+        "polars frame, reordered",
+        lambda: pytest.importorskip("polars").from_pandas(frame()[["obj", "num", "cat"]]),
+        None,
+    ),
+    (
+        "polars LazyFrame at predict",
+        lambda: pytest.importorskip("polars").from_pandas(frame()).lazy(),
+        (TypeError, "collect"),
+    ),
 ]
 
 
@@ -287,3 +373,18 @@ def test_parameter_errors_name_parameter_and_value() -> None:
         with pytest.raises(ValueError, match=re.escape(f"'{name}' parameter")) as info:
             TabNetClassifier(**{**SMALL, name: value}).fit(X, y)
         assert str(value) in str(info.value)
+
+
+def test_y_val_with_an_unseen_class_names_y_val() -> None:
+    X, y = frame(), labels()
+    with pytest.raises(ValueError) as info:
+        TabNetClassifier(**SMALL).fit(X, y, X_val=frame(10), y_val=np.array(["maybe"] * 10))
+    message = str(info.value)
+    assert message.startswith("y_val contains labels not seen in training: ['maybe']")
+    assert "first fitted" not in message
+    multi = np.stack([labels(), labels()[::-1]], axis=1)
+    bad = multi[:10].copy()
+    bad[0, 1] = "huge"
+    with pytest.raises(ValueError, match=r"^column 1 of y_val contains .*'huge'") as info:
+        TabNetClassifier(**SMALL).fit(X, multi, X_val=frame(10), y_val=bad)
+    assert "first fitted" not in str(info.value)

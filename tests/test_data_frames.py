@@ -174,10 +174,6 @@ def test_other_inputs_are_returned_unchanged() -> None:
         assert as_pandas(X) is X
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="needs tabsparse/estimators/_base._check_table to call tabsparse.data.as_pandas first",
-)
 def test_estimator_fitted_on_polars_records_names_and_matches_reordered_frames() -> None:
     from tabsparse import TabNetRegressor
 

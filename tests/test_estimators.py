@@ -29,6 +29,9 @@ EXPECTED_FAILURES = {
     "check_sample_weight_equivalence_on_dense_data": (
         "mini-batch training with shuffled batches cannot make weight 2 identical to a repeated row"
     ),
+    "check_sample_weight_equivalence_on_sparse_data": (
+        "as on dense data: sparse input (accepted since input_tags.sparse) trains the same way"
+    ),
     "check_methods_subset_invariance": (
         "float32 matrix products on CPU may differ in the last bits (about 1e-7 relative) "
         "with the batch size; the check demands rtol=1e-7"
@@ -443,10 +446,13 @@ def test_non_finite_loss_stops_with_the_epoch_and_keeps_the_best_weights() -> No
     assert np.isfinite(clf.predict_proba(X)).all()
 
 
-def test_keyboard_interrupt_leaves_a_usable_estimator() -> None:
+def test_keyboard_interrupt_leaves_a_usable_estimator_and_is_raised_again() -> None:
     X, y = mixed_frame(100)
     clf = TabNetClassifier(max_epochs=6, random_state=0, callbacks=[_Sabotage(1, "interrupt")])
-    with pytest.warns(RuntimeWarning, match="interrupted after 2 epochs"):
+    with (
+        pytest.warns(RuntimeWarning, match="interrupted after 2 epochs"),
+        pytest.raises(KeyboardInterrupt),
+    ):
         clf.fit(X, y)
     assert clf.n_iter_ == 2
     assert clf.predict(X).shape == (100,)
@@ -472,7 +478,7 @@ def test_resuming_from_a_checkpoint_gives_the_uninterrupted_model(tmp_path) -> N
     interrupted = TabNetClassifier(
         **settings, checkpoint_dir=tmp_path, callbacks=[_Sabotage(2, "interrupt")]
     )
-    with pytest.warns(RuntimeWarning, match="interrupted"):
+    with pytest.warns(RuntimeWarning, match="interrupted"), pytest.raises(KeyboardInterrupt):
         interrupted.fit(X, y, X_val=Xv, y_val=yv)
     assert (tmp_path / "checkpoint.pt").exists()
 
@@ -506,7 +512,7 @@ def test_ema_decay_changes_the_model_and_resumes_exactly(tmp_path) -> None:  # t
     interrupted = TabNetClassifier(
         **settings, ema_decay=0.9, checkpoint_dir=tmp_path, callbacks=[_Sabotage(2, "interrupt")]
     )
-    with pytest.warns(RuntimeWarning, match="interrupted"):
+    with pytest.warns(RuntimeWarning, match="interrupted"), pytest.raises(KeyboardInterrupt):
         interrupted.fit(X, y, X_val=Xv, y_val=yv)
     resumed = TabNetClassifier(**settings, ema_decay=0.9).fit(
         X, y, X_val=Xv, y_val=yv, resume_from=tmp_path

@@ -41,14 +41,46 @@ def test_bar_writes_progress_and_loss_to_stderr(
     assert bar._bar is None  # closed at the end of the fit
 
 
-def test_bar_shows_the_validation_score(data: tuple[pd.DataFrame, np.ndarray]) -> None:
+def test_bar_shows_the_validation_loss_without_a_negated_copy(
+    data: tuple[pd.DataFrame, np.ndarray],
+) -> None:
     X, y = data
     out = io.StringIO()
     est = TabNetClassifier(max_epochs=2, callbacks=[ProgressBar(file=out)], **TINY)
     est.fit(X[:90], y[:90], X_val=X[90:], y_val=y[90:])
     text = out.getvalue()
-    assert f"val_score={est.history_[-1]['val_score']:.4g}" in text
-    assert "val_loss=" in text
+    assert f"val_loss={est.history_[-1]['val_loss']:.4g}" in text
+    assert "val_score" not in text  # scoring="loss": the score is -val_loss, shown once
+
+
+@pytest.mark.parametrize("scoring", ["roc_auc", "neg_log_loss"])
+def test_bar_shows_the_score_the_user_asked_for_by_name_and_sign(
+    data: tuple[pd.DataFrame, np.ndarray], scoring: str
+) -> None:
+    X, y = data
+    out = io.StringIO()
+    est = TabNetClassifier(
+        max_epochs=2, scoring=scoring, callbacks=[ProgressBar(file=out)], **TINY
+    ).fit(X[:90], y[:90], X_val=X[90:], y_val=y[90:])
+    text = out.getvalue()
+    score = est.history_[-1]["val_score"]
+    assert f"{scoring}={score:.4g}" in text
+    assert (score < 0) == (scoring == "neg_log_loss")  # the scorer's own sign, not flipped
+    assert "val_score" not in text
+
+
+def test_bar_names_a_callable_score_val_score(data: tuple[pd.DataFrame, np.ndarray]) -> None:
+    from sklearn.metrics import accuracy_score, make_scorer
+
+    X, y = data
+    out = io.StringIO()
+    est = TabNetClassifier(
+        max_epochs=2,
+        scoring=make_scorer(accuracy_score),
+        callbacks=[ProgressBar(file=out)],
+        **TINY,
+    ).fit(X[:90], y[:90], X_val=X[90:], y_val=y[90:])
+    assert f"val_score={est.history_[-1]['val_score']:.4g}" in out.getvalue()
 
 
 def test_bar_is_closed_after_early_stopping(data: tuple[pd.DataFrame, np.ndarray]) -> None:
@@ -75,7 +107,7 @@ def test_bar_is_closed_after_an_interruption(data: tuple[pd.DataFrame, np.ndarra
 
     bar = ProgressBar(file=io.StringIO())
     est = TabNetClassifier(max_epochs=4, callbacks=[bar, Interrupt()], **TINY)
-    with pytest.warns(RuntimeWarning, match="interrupted"):
+    with pytest.warns(RuntimeWarning, match="interrupted"), pytest.raises(KeyboardInterrupt):
         est.fit(X, y)
     assert bar._bar is None
     assert "2/4" in bar.file.getvalue()  # type: ignore[union-attr]

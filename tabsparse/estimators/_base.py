@@ -40,7 +40,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from tabsparse._compat import Interval, StrOptions
 from tabsparse.compiling import COMPILE_MODES
-from tabsparse.data import EncodedTable, TableEncoder
+from tabsparse.data import SPARSE_BLOCK_ROWS, EncodedTable, TableEncoder, as_pandas
+from tabsparse.data import is_sparse_matrix as _is_sparse
 from tabsparse.estimators._inputs import check_table, resolve_device, to_tensor
 from tabsparse.explain import Explanation
 from tabsparse.progress import progress_callbacks
@@ -113,6 +114,7 @@ class TabNetBase(BaseEstimator):
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0.0, None, closed="left")],
         "categorical_features": ["array-like", StrOptions({"from_dtype"}), None],
+        "datetime_features": [StrOptions({"error", "expand"})],
         "cat_emb_dim": [Interval(Integral, 1, None, closed="left")],
         "grouped_features": [list, None],
         "device": [str],
@@ -209,11 +211,15 @@ class TabNetBase(BaseEstimator):
             with _verbose_logging(self.verbose):
                 resume = None if resume_from is None else load_checkpoint(resume_from)
                 trainer.fit(data.train, data.val, resume=resume)
+            if trainer.interrupted:  # the trainer kept the best weights and returned
+                raise KeyboardInterrupt
         except (TrainingError, KeyboardInterrupt):
             if trainer.best_iteration is None:  # no epoch finished: stay cleanly unfitted
                 for name in ("network_", "n_iter_", "best_iteration_", "feature_importances_"):
                     self.__dict__.pop(name, None)
-            else:  # keep the best weights so far as a usable model, then report
+            else:  # keep the best weights so far as a usable model, then report (a Ctrl-C
+                # inside cross_val_score / GridSearchCV stops the search instead of scoring
+                # a partly trained model)
                 self._finish_fit(trainer, data.sample, data.rng)
             raise
         self._finish_fit(trainer, data.sample, data.rng)
@@ -313,39 +319,73 @@ class TabNetBase(BaseEstimator):
         return np.setdiff1d(np.arange(n), val), val
 
     def _check_fit_table(self, X: Any, *, continuing: bool) -> Any:
-        """The training table, checked. An array goes through scikit-learn's ``validate_data``
-        (which also resets ``n_features_in_``); a DataFrame is kept as it is (see
+        """The training table, checked. A table of another library (polars, pyarrow, ...)
+        becomes a pandas DataFrame first (:func:`tabsparse.data.as_pandas`). An array or a
+        scipy sparse matrix goes through scikit-learn's ``validate_data`` (which also resets
+        ``n_features_in_``; a sparse matrix stays sparse); a DataFrame is kept as it is (see
         :meth:`_encode`), and a warm start leaves the checks against the fit to :meth:`_encode`."""
+        X = as_pandas(X)
         if isinstance(X, pd.DataFrame) or continuing:
             return check_table(X)
-        return validate_data(self, X, reset=True, dtype=None, ensure_all_finite=False)
+        return validate_data(
+            self, X, reset=True, accept_sparse=True, dtype=None, ensure_all_finite=False
+        )
+
+    def _new_encoder(self) -> TableEncoder:
+        """An unfitted encoder with this estimator's column settings."""
+        return TableEncoder(
+            categorical_features=self.categorical_features,
+            datetime_features=getattr(self, "datetime_features", "error"),
+        )
 
     def _fit_encoder(self, X: Any) -> EncodedTable:
         """Fit a new ``encoder_`` on ``X`` and encode it."""
-        self.encoder_ = TableEncoder(categorical_features=self.categorical_features)
+        self.encoder_ = self._new_encoder()
         encoded = self.encoder_.fit_transform(X)
         self._set_feature_attributes()
         return encoded
 
     def _set_feature_attributes(self) -> None:
+        """``n_features_in_`` and ``feature_names_in_`` describe the input columns (an expanded
+        datetime column is one of them, though the network sees its parts)."""
         enc = self.encoder_
-        self.n_features_in_ = enc.n_features
+        self.n_features_in_ = len(enc.input_names)
         if enc.has_feature_names:
-            self.feature_names_in_ = np.asarray(enc.feature_names, dtype=object)
+            self.feature_names_in_ = np.asarray(enc.input_names, dtype=object)
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
 
     def _encode(self, X: Any, *, what: str = "X") -> EncodedTable:
-        """Encode a table for a fitted model: scikit-learn's feature-name rules, then the encoder.
+        """Encode a table for a fitted model: the checks of :meth:`_check_table_after_fit`, then
+        the encoder."""
+        return self.encoder_.transform(self._check_table_after_fit(X, what=what))
 
-        An array ``X`` goes through ``validate_data(reset=False)``. A DataFrame (and ``X_val``,
-        whose messages name it) keeps this check: the encoder matches a DataFrame's columns by
-        name in any order and takes names of mixed types as no names, where ``validate_data``
-        would refuse both."""
+    def _encoded_blocks(self, X: Any) -> list[EncodedTable]:
+        """``X`` encoded for a fitted model, a scipy sparse matrix in blocks of
+        :data:`~tabsparse.data.SPARSE_BLOCK_ROWS` rows (only one block is dense at a time)."""
+        X = self._check_table_after_fit(X)
+        if not _is_sparse(X) or X.shape[0] <= SPARSE_BLOCK_ROWS:
+            return [self.encoder_.transform(X)]
+        csr = X.tocsr()
+        return [
+            self.encoder_.transform(csr[start : start + SPARSE_BLOCK_ROWS])
+            for start in range(0, X.shape[0], SPARSE_BLOCK_ROWS)
+        ]
+
+    def _check_table_after_fit(self, X: Any, *, what: str = "X") -> Any:
+        """``X`` checked against the fit with scikit-learn's feature-name rules.
+
+        A table of another library becomes a pandas DataFrame first. An array or a sparse matrix
+        ``X`` goes through ``validate_data(reset=False)``. A DataFrame (and ``X_val``, whose
+        messages name it) keeps this check: the encoder matches a DataFrame's columns by name in
+        any order and takes names of mixed types as no names, where ``validate_data`` would
+        refuse both."""
         name = type(self).__name__
+        X = as_pandas(X)
         if what == "X" and not isinstance(X, pd.DataFrame):
-            X = validate_data(self, X, reset=False, dtype=None, ensure_all_finite=False)
-            return self.encoder_.transform(X)
+            return validate_data(
+                self, X, reset=False, accept_sparse=True, dtype=None, ensure_all_finite=False
+            )
         X = check_table(X, what=what)
         fitted_names = hasattr(self, "feature_names_in_")
         is_frame = isinstance(X, pd.DataFrame)
@@ -354,20 +394,20 @@ class TabNetBase(BaseEstimator):
             warnings.warn(
                 f"X has feature names, but {name} was fitted without feature names",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
         if fitted_names and not has_names:
             warnings.warn(
                 f"X does not have valid feature names, but {name} was fitted with feature names",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
         if not (fitted_names and has_names) and X.shape[1] != self.n_features_in_:
             raise ValueError(
                 f"X has {X.shape[1]} features, but {name} is expecting "
                 f"{self.n_features_in_} features as input."
             )
-        return self.encoder_.transform(X)
+        return X
 
     def _tensor_data(
         self,
@@ -453,8 +493,12 @@ class TabNetBase(BaseEstimator):
             (n_steps, n_samples, n_features); ``feature_names``.
         """
         check_is_fitted(self)
-        data = self._tensor_data(self._encode(X), None, None, self.device_)
-        importances, masks = self._explain_tensors(data)
+        parts = [
+            self._explain_tensors(self._tensor_data(enc, None, None, self.device_))
+            for enc in self._encoded_blocks(X)
+        ]
+        importances = np.concatenate([p[0] for p in parts])
+        masks = np.concatenate([p[1] for p in parts], axis=1)
         return Explanation(importances, masks, list(self.encoder_.feature_names))
 
     # ---- fitted state --------------------------------------------------------------------------
@@ -485,6 +529,8 @@ class TabNetBase(BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
         tags.input_tags.categorical = True
+        tags.input_tags.string = True  # text columns are categories
+        tags.input_tags.sparse = True  # scipy sparse matrices, encoded block of rows by block
         tags.non_deterministic = self.random_state is None
         return tags
 

@@ -85,7 +85,7 @@ def _built_architecture(pre: TabNetPretrainer) -> dict[str, Any]:
 
 
 def _check_columns(pre: TabNetPretrainer, X: Any) -> None:
-    names = list(pre.encoder_.feature_names)
+    names = list(pre.encoder_.input_names)  # the input columns (datetime parts expanded later)
     if isinstance(X, pd.DataFrame) and pre.encoder_.has_feature_names:
         given = [str(c) for c in X.columns]
         missing = [c for c in names if c not in given]

@@ -1,7 +1,9 @@
 """What the estimators accept as input, checked and turned into what the core takes.
 
-Devices (``"auto" | "cpu" | "cuda" | "cuda:N"``), tables (DataFrames as they are, anything else
-through scikit-learn's ``check_array``), data on disk (a memmap, Parquet files), sample weights
+Devices (``"auto" | "cpu" | "cuda" | "cuda:N"``), tables (DataFrames as they are, tables of
+other libraries -- polars, pyarrow, anything with the Arrow or dataframe-interchange protocol --
+converted once by :func:`tabsparse.data.as_pandas`, scipy sparse matrices as they are, anything
+else through scikit-learn's ``check_array``), data on disk (a memmap, Parquet files), sample weights
 and the zero-copy conversion of encoded arrays to tensors.
 """
 
@@ -18,6 +20,7 @@ import torch
 from sklearn.utils.validation import check_array
 
 from tabsparse._compat import _check_sample_weight
+from tabsparse.data import as_pandas
 from tabsparse.streaming import DiskRows, ParquetRows
 
 
@@ -45,7 +48,11 @@ def resolve_device(device: str) -> torch.device:
 
 
 def check_table(X: Any, *, what: str = "X") -> Any:
-    """Accept DataFrames as they are; turn anything else into a 2-D array with sklearn's checks."""
+    """Accept DataFrames as they are (a polars frame, pyarrow table or any Arrow / interchange
+    table becomes a pandas DataFrame with the same names and dtypes first) and scipy sparse
+    matrices as they are (never densified here); turn anything else into a 2-D array with
+    sklearn's checks."""
+    X = as_pandas(X)
     if isinstance(X, pd.DataFrame):
         if X.shape[1] == 0:
             raise ValueError(
@@ -56,6 +63,7 @@ def check_table(X: Any, *, what: str = "X") -> Any:
         return X
     return check_array(
         X,
+        accept_sparse=True,
         dtype=None,
         ensure_all_finite=False,
         ensure_2d=True,

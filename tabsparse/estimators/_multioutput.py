@@ -194,8 +194,8 @@ def encode_tasks(
         if np.any(unseen):
             bad = np.unique(col[unseen])[:5].tolist()
             raise ValueError(
-                f"column {j} of y contains labels not seen when the classifier was first "
-                f"fitted: {bad}; known classes: {known.tolist()[:20]}"
+                f"column {j} of y contains labels not seen in training: {bad}; known classes: "
+                f"{known.tolist()[:20]}"
             )
         codes[:, j] = pos
     return classes, codes

@@ -148,7 +148,7 @@ def register_estimator(
 
 def _check_common(est: Any) -> None:
     enc: TableEncoder = est.encoder_
-    if not _is_int(est.n_features_in_) or est.n_features_in_ != enc.n_features:
+    if not _is_int(est.n_features_in_) or est.n_features_in_ != len(enc.input_names):
         raise ValueError(f"n_features_in_={est.n_features_in_!r} disagrees with the encoder")
     if enc.has_feature_names != hasattr(est, "feature_names_in_"):
         raise ValueError("feature_names_in_ is present exactly when the encoder has names")
@@ -157,7 +157,7 @@ def _check_common(est: Any) -> None:
         if (
             not isinstance(names, np.ndarray)
             or names.dtype != object
-            or names.tolist() != list(enc.feature_names)
+            or names.tolist() != list(enc.input_names)
         ):
             raise ValueError("feature_names_in_ must be the encoder's names as an object array")
     imp = est.feature_importances_

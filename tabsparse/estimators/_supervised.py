@@ -11,7 +11,9 @@ ranks of a torchrun launch (``distributed=``).
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import warnings
 from typing import Any
 
 import numpy as np
@@ -22,7 +24,12 @@ from sklearn.utils.validation import check_is_fitted
 from tabsparse._compat import HasMethods, StrOptions
 from tabsparse.data import EncodedTable, TableEncoder
 from tabsparse.distributed import broadcast_int, detect
-from tabsparse.estimators._base import IMPORTANCE_SAMPLE, FitData, TabNetBase
+from tabsparse.estimators._base import (
+    AUTO_EARLY_STOPPING_ROWS,
+    IMPORTANCE_SAMPLE,
+    FitData,
+    TabNetBase,
+)
 from tabsparse.estimators._finetune import (
     adopt_pretrained,
     clone_keeping_pretrained,
@@ -80,6 +87,7 @@ class TabNetSupervised(TabNetBase):
         tol: float = 1e-7,
         scoring: Any = "loss",
         categorical_features: Any = "from_dtype",
+        datetime_features: str = "error",
         cat_emb_dim: int = 1,
         grouped_features: list[list[int]] | None = None,
         device: str = "auto",
@@ -115,6 +123,7 @@ class TabNetSupervised(TabNetBase):
         self.tol = tol
         self.scoring = scoring
         self.categorical_features = categorical_features
+        self.datetime_features = datetime_features
         self.cat_emb_dim = cat_emb_dim
         self.grouped_features = grouped_features
         self.device = device
@@ -143,10 +152,14 @@ class TabNetSupervised(TabNetBase):
 
         Parameters
         ----------
-        X : DataFrame or array-like of shape (n_samples, n_features)
-            Numeric, categorical, string, boolean and nullable columns; NaN allowed. For data
-            larger than memory: a ``numpy.memmap``, or a folder or list of Parquet files, read
-            batch by batch (see the distributed and streaming docs).
+        X : DataFrame, array-like or sparse matrix of shape (n_samples, n_features)
+            Numeric, categorical, string, boolean and nullable columns; NaN allowed. A pandas,
+            polars (eager) or pyarrow table, or anything with the Arrow or
+            dataframe-interchange protocol, keeps its column names and dtypes. A scipy sparse
+            matrix (any format) has numeric columns and is encoded block of rows by block
+            (no dense float64 copy; prediction and ``explain`` densify one block at a time).
+            For data larger than memory: a ``numpy.memmap``, or a folder or list of Parquet
+            files, read batch by batch (see the distributed and streaming docs).
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             With Parquet input, ``y`` may also be the name of the target column.
         sample_weight : array-like of shape (n_samples,), optional
@@ -214,17 +227,8 @@ class TabNetSupervised(TabNetBase):
         from sklearn.metrics import get_scorer
 
         scorer = get_scorer(self.scoring) if isinstance(self.scoring, str) else self.scoring
-        target = self._target()
-
-        def score(logits: torch.Tensor, data: TensorData) -> float:
-            assert data.target is not None
-            y_true = target.true_values(data.target)
-            view = _FrozenOutputs(self, target.outputs(logits))
-            weight = None if data.weight is None else data.weight.cpu().numpy()
-            kwargs = {} if weight is None else {"sample_weight": weight}
-            return float(scorer(view, np.empty((len(y_true), 0)), y_true, **kwargs))
-
-        return score
+        name = self.scoring if isinstance(self.scoring, str) else "val_score"
+        return _ValidationScore(self, scorer, name)
 
     # ---- hooks of the fit template -------------------------------------------------------------
     def _check_fit_arguments(self, y: Any, X_val: Any, y_val: Any) -> None:
@@ -276,9 +280,33 @@ class TabNetSupervised(TabNetBase):
             train, val, sample = self._disk_data(
                 X, y_arr, sw, rng, device, reuse_encoder, val_parts
             )
+            self._warn_unused_scoring(val, n_rows)
             return FitData(train, val, sample, seed, rng, pretrained)
         train_t, val = self._memory_data(X, y_arr, sw, rng, device, reuse_encoder, val_parts)
+        self._warn_unused_scoring(val, n_rows)
         return FitData(train_t, val, train_t, seed, rng, pretrained)
+
+    def _warn_unused_scoring(self, val: TensorData | None, n_rows: int) -> None:
+        """A UserWarning when ``scoring`` is set but the fit has no validation rows to score
+        (saying why and how to get them)."""
+        if val is not None or self.scoring in (None, "loss"):
+            return
+        what = f"scoring={self.scoring!r}" if isinstance(self.scoring, str) else "scoring"
+        if self.early_stopping == "auto":
+            needed = math.ceil(AUTO_EARLY_STOPPING_ROWS / self.validation_fraction)
+            reason = (
+                f"early_stopping='auto' holds out a validation split only from {needed} rows "
+                f"(validation_fraction={self.validation_fraction} of them >= "
+                f"{AUTO_EARLY_STOPPING_ROWS}), and X has {n_rows}"
+            )
+        else:
+            reason = "early_stopping=False and no X_val was given"
+        warnings.warn(
+            f"{what} is not used: this fit has no validation rows ({reason}). Pass X_val and "
+            "y_val, or set early_stopping=True to validate on a held-out split of X.",
+            UserWarning,
+            stacklevel=4,
+        )
 
     def _build_network(self, seed: int) -> TabNet:
         n_outputs = self._target().n_network_outputs
@@ -295,7 +323,15 @@ class TabNetSupervised(TabNetBase):
         self, X_val: Any, y_val: Any, sample_weight_val: Any
     ) -> tuple[EncodedTable, np.ndarray, np.ndarray | None]:
         X_val = check_table(X_val, what="X_val")
-        y_val_arr = self._prepare_target(y_val, fitting=False)
+        try:
+            y_val_arr = self._prepare_target(y_val, fitting=False)
+        except ValueError as exc:  # the target's messages speak of "y"
+            message = str(exc)
+            if message.startswith("y "):
+                raise ValueError("y_val " + message[2:]) from None
+            if " of y " in message:
+                raise ValueError(message.replace(" of y ", " of y_val ", 1)) from None
+            raise
         if len(y_val_arr) != X_val.shape[0]:
             raise ValueError(
                 f"X_val has {X_val.shape[0]} rows but y_val has {len(y_val_arr)}; "
@@ -321,11 +357,7 @@ class TabNetSupervised(TabNetBase):
         X_val = val_parts[0]
         split = X_val is None and self._use_early_stopping(n)
         n_val = min(max(1, round(n * self.validation_fraction)), 100_000) if split else 0
-        encoder: TableEncoder = (
-            self.encoder_
-            if continuing
-            else TableEncoder(categorical_features=self.categorical_features)
-        )
+        encoder: TableEncoder = self.encoder_ if continuing else self._new_encoder()
         scanned = scan(
             rows,
             encoder,
@@ -392,10 +424,16 @@ class TabNetSupervised(TabNetBase):
     # ---- after fit -----------------------------------------------------------------------------
     def _predict_logits(self, X: Any) -> torch.Tensor:
         check_is_fitted(self)
-        data = self._tensor_data(self._encode(X), None, None, self.device_)
-        return predict_outputs(
-            self.network_, data, batch_size=inference_batch_size(self.batch_size)
-        ).logits
+        batch_size = inference_batch_size(self.batch_size)
+        logits = [
+            predict_outputs(
+                self.network_,
+                self._tensor_data(enc, None, None, self.device_),
+                batch_size=batch_size,
+            ).logits
+            for enc in self._encoded_blocks(X)
+        ]
+        return logits[0] if len(logits) == 1 else torch.cat(logits)
 
     def export(
         self, path: str | os.PathLike[str], format: str = "onnx", *, masks: bool = False
@@ -426,6 +464,26 @@ class TabNetSupervised(TabNetBase):
         if getattr(self, "pretrained", None) is None:
             return super().__sklearn_clone__()
         return clone_keeping_pretrained(self)
+
+
+class _ValidationScore:
+    """The trainer's score function for a scikit-learn scorer: ``(logits, data) -> score`` of
+    the validation rows. ``name`` (the ``scoring`` string, or "val_score" for a callable) is what
+    the progress bar shows the score as."""
+
+    def __init__(self, owner: Any, scorer: Any, name: str) -> None:
+        self.target = owner._target()
+        self.owner = owner
+        self.scorer = scorer
+        self.name = name
+
+    def __call__(self, logits: torch.Tensor, data: TensorData) -> float:
+        assert data.target is not None
+        y_true = self.target.true_values(data.target)
+        view = _FrozenOutputs(self.owner, self.target.outputs(logits))
+        weight = None if data.weight is None else data.weight.cpu().numpy()
+        kwargs = {} if weight is None else {"sample_weight": weight}
+        return float(self.scorer(view, np.empty((len(y_true), 0)), y_true, **kwargs))
 
 
 class _FrozenOutputs(BaseEstimator):

@@ -78,9 +78,19 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         Minimum improvement of the score early stopping watches (absolute, as in
         scikit-learn's HistGradientBoosting, whose default this is).
     scoring : "loss", str, callable or None, default="loss"
-        What early stopping watches: the validation loss, or a scikit-learn scorer.
+        What early stopping watches: the validation loss, or a scikit-learn scorer (its value,
+        with the scorer's sign, is ``val_score`` in ``history_`` and shown under its name by
+        the progress bar, e.g. ``roc_auc=0.912``). A scorer needs validation rows (``X_val``,
+        or a split of ``X`` with early stopping); without them fit warns that it is unused.
     categorical_features : "from_dtype", list of names or indices, bool mask or None
         Which columns are categorical; by default category, object, string columns.
+    datetime_features : {"error", "expand"}, default="error"
+        "error" refuses datetime columns (``TypeError`` naming the column); "expand" turns each
+        into numeric features ``"<name>__year"``, ``"<name>__month"``, ``"<name>__dayofweek"``,
+        ``"<name>__hour"``, ... (the parts that vary in the training data; see
+        :mod:`tabsparse.data.datetimes`). The input column stays one column of
+        ``feature_names_in_``; ``explain``, ``feature_importances_`` and
+        ``encoder_.feature_names`` list the parts. Saved in model files with the encoder.
     cat_emb_dim : int, default=1
         Embedding width of each categorical column.
     grouped_features : list of lists of column names or indices, optional
@@ -145,10 +155,13 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         training row (a row without labels counts 1), which scales sparsemax scores into
         per-label probabilities.
     n_features_in_ : int
+        Input columns.
     feature_names_in_ : ndarray of str
-        Only when ``X`` was a DataFrame with string column names.
+        Only when ``X`` was a DataFrame (pandas, polars, pyarrow, ...) with string column names.
     feature_importances_ : ndarray of shape (n_features,)
-        Global importances (sum to one), from a bounded sample of the training rows.
+        Global importances (sum to one), from a bounded sample of the training rows; one per
+        feature of ``encoder_.feature_names`` (an expanded datetime column gives one per part,
+        otherwise these are the input columns).
     history_ : list of dict
         Per epoch: ``epoch``, ``train_loss``, ``learning_rate``, ``seconds`` and, with
         validation data, ``val_loss`` and ``val_score``.
@@ -210,6 +223,7 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         tol: float = 1e-7,
         scoring: Any = "loss",
         categorical_features: Any = "from_dtype",
+        datetime_features: str = "error",
         cat_emb_dim: int = 1,
         grouped_features: list[list[int]] | None = None,
         class_weight: dict[Any, float] | list[dict[Any, float]] | str | None = None,
@@ -248,6 +262,7 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
             tol=tol,
             scoring=scoring,
             categorical_features=categorical_features,
+            datetime_features=datetime_features,
             cat_emb_dim=cat_emb_dim,
             grouped_features=grouped_features,
             device=device,

@@ -52,11 +52,12 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
     ``n_shared``, ``momentum``, ``mask_type``, ``lambda_sparse``, ``virtual_batch_size``,
     ``batch_size``, ``max_epochs``, ``learning_rate``, ``weight_decay``, ``lr_schedule``,
     ``ema_decay``, ``early_stopping``, ``validation_fraction``, ``n_iter_no_change``, ``tol``,
-    ``categorical_features``, ``cat_emb_dim``, ``grouped_features``, ``device``,
-    ``compile``, ``random_state``, ``verbose``, ``warm_start``, ``callbacks``, ``checkpoint_dir``,
-    ``checkpoint_every``) are those of :class:`tabsparse.TabNetClassifier`; early stopping
-    watches the validation loss. Five defaults differ, because the benchmark that chose the
-    classifier's and regressor's (``benchmarks/bench_quality.py``) does not cover pretraining:
+    ``categorical_features``, ``datetime_features``, ``cat_emb_dim``, ``grouped_features``,
+    ``device``, ``compile``, ``random_state``, ``verbose``, ``warm_start``, ``callbacks``,
+    ``checkpoint_dir``, ``checkpoint_every``) are those of :class:`tabsparse.TabNetClassifier`;
+    early stopping watches the validation loss. Five defaults differ, because the benchmark that
+    chose the classifier's and regressor's (``benchmarks/bench_quality.py``) does not cover
+    pretraining:
     ``momentum=0.02``, ``tol=1e-4``, ``batch_size=1024``, ``max_epochs=100`` and
     ``n_iter_no_change=10`` (``batch_size="auto"`` is accepted here too).
 
@@ -133,6 +134,7 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
         n_shared_decoder: int = 1,
         n_indep_decoder: int = 1,
         categorical_features: Any = "from_dtype",
+        datetime_features: str = "error",
         cat_emb_dim: int = 1,
         grouped_features: list[list[int]] | None = None,
         device: str = "auto",
@@ -168,6 +170,7 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
         self.n_shared_decoder = n_shared_decoder
         self.n_indep_decoder = n_indep_decoder
         self.categorical_features = categorical_features
+        self.datetime_features = datetime_features
         self.cat_emb_dim = cat_emb_dim
         self.grouped_features = grouped_features
         self.device = device
@@ -192,8 +195,10 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
 
         Parameters
         ----------
-        X : DataFrame or array-like of shape (n_samples, n_features)
-            Numeric, categorical, string, boolean and nullable columns; NaN allowed.
+        X : DataFrame, array-like or sparse matrix of shape (n_samples, n_features)
+            Numeric, categorical, string, boolean and nullable columns; NaN allowed. Tables of
+            other libraries (polars, pyarrow, ...) and scipy sparse matrices are taken as by
+            :meth:`TabNetClassifier.fit <tabsparse.TabNetClassifier.fit>`.
         y : None
             Ignored (accepted for pipelines).
         X_val : DataFrame or array-like, optional

@@ -109,6 +109,12 @@ def export_spec(
 
     enc = estimator.encoder_
     state = enc.to_dict()
+    if state.get("datetime_columns"):
+        raise ValueError(
+            "export does not support expanded datetime columns "
+            f"({[c['name'] for c in state['datetime_columns']]}): a consumer would have to "
+            "compute their parts; give the model the parts as numeric columns instead"
+        )
     names = list(state["feature_names"])
     num_cols = list(state["numeric_columns"])
     cat_cols = list(state["categorical_columns"])

@@ -61,7 +61,7 @@ class ClassLabels(Target):
         if np.any(unseen):
             bad = np.unique(y[unseen])[:5].tolist()
             raise ValueError(
-                f"y contains labels not seen when the classifier was first fitted: {bad}; "
+                f"y contains labels not seen in training: {bad}; "
                 f"known classes: {self.classes.tolist()[:20]}"
             )
         return codes.astype(np.int64)
