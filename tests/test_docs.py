@@ -121,3 +121,20 @@ def test_api_page_lists_the_classifier_signature() -> None:
     assert list(documented) == list(actual)
     for name, default in documented.items():
         assert eval(default) == actual[name].default, name  # our own doc text
+
+
+def test_api_page_lists_the_regressor_only_parameters() -> None:
+    import inspect
+
+    from tabsparse import TabNetClassifier, TabNetRegressor
+
+    text = (ROOT / "docs" / "api.md").read_text()
+    shown = re.search(r"### `TabNetRegressor\(\.\.\.\)`\n\n(.*?)\n\n", text, re.DOTALL)
+    assert shown is not None
+    classifier = inspect.signature(TabNetClassifier).parameters
+    regressor = inspect.signature(TabNetRegressor).parameters
+    for name in set(classifier) - set(regressor):
+        assert f"`{name}`" in shown.group(1), name
+    for name, parameter in regressor.items():
+        if name not in classifier:
+            assert f"{name}={parameter.default!r}".replace("'", '"') in shown.group(1), name
