@@ -14,6 +14,7 @@ Numpy and torch only (no scikit-learn).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 import os
@@ -253,6 +254,25 @@ class StreamingSource:
         if self.weight is None:
             return 1.0
         return float(self.weight[self.keep].mean())
+
+    def fingerprint(self) -> str:
+        """A hash (BLAKE2b, hex) of the rows' raw values, the targets, the weights and which rows
+        are held out, for the resume check of :func:`tabsparse.training.data_fingerprint`; one
+        pass over the file (the trainer asks for it only when a fit checkpoints or resumes)."""
+        digest = hashlib.blake2b(digest_size=16)
+        digest.update(self.keep.tobytes())
+        for start, stop in self._blocks:
+            block = self.rows.read(start, stop)
+            if isinstance(block, pd.DataFrame):
+                digest.update(repr(list(block.columns)).encode())
+                block = pd.util.hash_pandas_object(block, index=False).to_numpy()
+            digest.update(np.ascontiguousarray(block).tobytes())
+        target = self.target(np.arange(len(self.keep))).detach().cpu().contiguous()
+        digest.update(f"{target.dtype}:{tuple(target.shape)};".encode())
+        digest.update(target.reshape(-1).view(torch.uint8).numpy().tobytes())
+        if self.weight is not None:
+            digest.update(np.ascontiguousarray(self.weight).tobytes())
+        return digest.hexdigest()
 
     def _buffers(self, order: list[int]) -> list[list[int]]:
         k = self.blocks_per_buffer

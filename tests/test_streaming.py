@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -132,7 +133,9 @@ def test_fit_from_a_folder_of_parquet_files(tmp_path: Path) -> None:
         df = pd.DataFrame(
             {
                 "x": rng.normal(size=n),
-                "colour": pd.Categorical(rng.choice(["red", "blue", None], n)),
+                "colour": pd.Categorical(
+                    rng.choice(np.array(["red", "blue", None], dtype=object), n)
+                ),
                 "noise": rng.normal(size=n),
             }
         )
@@ -152,3 +155,51 @@ def test_fit_from_a_folder_of_parquet_files(tmp_path: Path) -> None:
         whole["label"].to_numpy()[:4500],
     )
     assert "label" in again.feature_names_in_  # y given as an array: every column is a feature
+
+
+def test_resume_from_disk_is_refused_when_the_file_changed(tmp_path: Path) -> None:
+    from tabsparse.training import Callback
+
+    class StopAfterTwo(Callback):
+        def on_epoch_end(self, trainer: Any, record: dict[str, float]) -> None:
+            trainer.stop = len(trainer.history) == 2
+
+    mm, y = on_disk(tmp_path, n=3000)
+    folder = tmp_path / "checkpoints"
+    settings: dict[str, Any] = {"max_epochs": 4, "random_state": 0, "device": "cpu"}
+    TabNetClassifier(**settings, checkpoint_dir=folder, callbacks=[StopAfterTwo()]).fit(mm, y)
+    changed = np.array(mm)
+    changed[2500, 4] += 1.0  # one value of a training row (same shape, same labels)
+    path = tmp_path / "changed.f32"
+    changed.tofile(path)
+    other = np.memmap(path, dtype=np.float32, mode="r", shape=changed.shape)
+    with pytest.raises(ValueError, match="written by a fit on other data"):
+        TabNetClassifier(**settings).fit(other, y, resume_from=folder)
+    resumed = TabNetClassifier(**settings).fit(mm, y, resume_from=folder)
+    assert resumed.n_iter_ == 4
+
+
+def test_fingerprint_of_streamed_rows_follows_values_targets_and_held_out_rows(
+    tmp_path: Path,
+) -> None:
+    mm, y = on_disk(tmp_path, n=1000)
+    encoder = TableEncoder(categorical_features=[1]).fit(np.asarray(mm))
+
+    def source(array: np.ndarray, target: np.ndarray, exclude: list[int]) -> StreamingSource:
+        return StreamingSource(
+            DiskRows(array),
+            encoder,
+            lambda ids: torch.from_numpy(target[ids]),
+            weight=None,
+            exclude=np.array(exclude, dtype=np.int64),
+            device=torch.device("cpu"),
+            block_rows=300,
+        )
+
+    base = source(mm, y, [1, 2]).fingerprint()
+    assert source(np.asarray(mm).copy(), y, [1, 2]).fingerprint() == base
+    changed = np.asarray(mm).copy()
+    changed[999, 0] += 1.0  # in the short last block
+    assert source(changed, y, [1, 2]).fingerprint() != base
+    assert source(mm, 1 - y, [1, 2]).fingerprint() != base
+    assert source(mm, y, [1, 3]).fingerprint() != base

@@ -97,9 +97,10 @@ def data_fingerprint(*datasets: object) -> str | None:
     whether a checkpoint was written by a fit on the same rows.
 
     Each argument is a :class:`~tabsparse.training.TensorData` (its numeric values, codes,
-    target, weights and row subset, with their shapes and dtypes, in that order) or None (hashed
-    as absent). Returns None when any argument is something else (rows streamed from disk),
-    which the resume check then skips.
+    target, weights and row subset, with their shapes and dtypes, in that order), an object with
+    a ``fingerprint()`` method returning a string (rows streamed from disk:
+    :meth:`tabsparse.streaming.StreamingSource.fingerprint`), or None (hashed as absent).
+    Returns None when any argument is something else, which the resume check then skips.
     """
     digest = hashlib.blake2b(digest_size=16)
     for data in datasets:
@@ -107,7 +108,11 @@ def data_fingerprint(*datasets: object) -> str | None:
             digest.update(b"none;")
             continue
         if not isinstance(data, TensorData):
-            return None
+            fingerprint = getattr(data, "fingerprint", None)
+            if not callable(fingerprint):
+                return None
+            digest.update(f"source:{fingerprint()};".encode())
+            continue
         for name in ("numeric", "codes", "target", "weight", "rows"):
             tensor = getattr(data, name)
             if tensor is None:
