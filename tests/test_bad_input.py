@@ -166,7 +166,7 @@ FIT_CASES: list[tuple[str, Callable[[], tuple[Any, Any, dict[str, Any]]], Any]] 
             labels(),
             {"X_val": sp.csr_matrix(np.ones((10, 3))), "y_val": labels(10)},
         ),
-        (ValueError, "X has 3 features, but TabNetClassifier is expecting 2"),
+        (ValueError, "X_val has 3 features, but TabNetClassifier is expecting 2"),
     ),
     # tables of other libraries (issue 25 item 1)
     (

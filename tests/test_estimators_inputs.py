@@ -198,6 +198,21 @@ def test_datetime_features_expand_through_the_estimator() -> None:
     np.testing.assert_array_equal(model.predict_proba(X[["when", "a"]]), model.predict_proba(X))
 
 
+def test_grouped_features_may_name_an_expanded_datetime_column() -> None:
+    X, y = dated()
+    X = X.assign(b=X["a"] * 2)
+    model = TabNetClassifier(
+        **TINY, datetime_features="expand", grouped_features=[["when"], ["a", "b"]]
+    ).fit(X, y)
+    names = model.encoder_.feature_names
+    masks = model.explain(X[:20]).masks
+    parts = [names.index(n) for n in names if n.startswith("when__")]
+    assert len(parts) >= 3
+    # a group is selected together: its columns share the group's mask weight equally
+    for cols in (parts, [names.index("a"), names.index("b")]):
+        np.testing.assert_allclose(masks[..., cols], masks[..., cols[:1]].repeat(len(cols), -1))
+
+
 def test_datetime_features_is_a_validated_parameter() -> None:
     X, y = dated()
     assert TabNetRegressor().get_params()["datetime_features"] == "error"

@@ -31,6 +31,7 @@ def test_scoring_without_validation_rows_warns_with_the_reason() -> None:
     with pytest.warns(UserWarning, match="scoring='roc_auc' is not used") as caught:
         TabNetClassifier(**TINY, scoring="roc_auc").fit(X, y)
     (message,) = scoring_warnings(list(caught))
+    assert [w.filename for w in caught if "is not used" in str(w.message)] == [__file__]
     assert "early_stopping='auto' holds out a validation split only from 5000 rows" in message
     assert "X has 120" in message
     assert "Pass X_val and y_val, or set early_stopping=True" in message
@@ -38,6 +39,7 @@ def test_scoring_without_validation_rows_warns_with_the_reason() -> None:
         TabNetRegressor(**TINY, scoring="r2", early_stopping=False).fit(X, y.astype(float))
     (message,) = scoring_warnings(list(caught))
     assert "early_stopping=False and no X_val was given" in message
+    assert [w.filename for w in caught if "is not used" in str(w.message)] == [__file__]
 
 
 def test_the_threshold_in_the_message_follows_validation_fraction() -> None:

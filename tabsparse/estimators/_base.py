@@ -404,7 +404,7 @@ class TabNetBase(BaseEstimator):
             )
         if not (fitted_names and has_names) and X.shape[1] != self.n_features_in_:
             raise ValueError(
-                f"X has {X.shape[1]} features, but {name} is expecting "
+                f"{what} has {X.shape[1]} features, but {name} is expecting "
                 f"{self.n_features_in_} features as input."
             )
         return X
@@ -434,7 +434,7 @@ class TabNetBase(BaseEstimator):
         enc = self.encoder_
         grouped = self.grouped_features
         if grouped is not None:
-            grouped = [[self._column_index(c) for c in group] for group in grouped]
+            grouped = [self._group_indices(group) for group in grouped]
         return {
             "numeric_columns": enc.numeric_columns,
             "categorical_columns": enc.categorical_columns,
@@ -453,6 +453,18 @@ class TabNetBase(BaseEstimator):
             "virtual_batch_size": self.virtual_batch_size,
             "momentum": self.momentum,
         }
+
+    def _group_indices(self, group: list[Any]) -> list[int]:
+        """Feature positions of a ``grouped_features`` group; the name of an expanded datetime
+        column stands for all its parts."""
+        parts = getattr(self.encoder_, "datetime_parts", {})
+        out: list[int] = []
+        for column in group:
+            if isinstance(column, str) and column in parts:
+                out.extend(self._column_index(f"{column}__{p}") for p in parts[column])
+            else:
+                out.append(self._column_index(column))
+        return out
 
     def _column_index(self, column: Any) -> int:
         names = self.encoder_.feature_names

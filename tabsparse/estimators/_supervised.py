@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import sys
 import warnings
 from typing import Any
 
@@ -305,7 +306,7 @@ class TabNetSupervised(TabNetBase):
             f"{what} is not used: this fit has no validation rows ({reason}). Pass X_val and "
             "y_val, or set early_stopping=True to validate on a held-out split of X.",
             UserWarning,
-            stacklevel=4,
+            stacklevel=_user_stacklevel(),
         )
 
     def _build_network(self, seed: int) -> TabNet:
@@ -464,6 +465,15 @@ class TabNetSupervised(TabNetBase):
         if getattr(self, "pretrained", None) is None:
             return super().__sklearn_clone__()
         return clone_keeping_pretrained(self)
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` for a ``warnings.warn`` in the calling function that points at the first
+    frame outside tabsparse (the user's ``fit`` line, however many estimator layers are between)."""
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and str(frame.f_globals.get("__name__", "")).startswith("tabsparse."):
+        level, frame = level + 1, frame.f_back
+    return level
 
 
 class _ValidationScore:
