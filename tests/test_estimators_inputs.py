@@ -151,6 +151,21 @@ def test_sparse_prediction_is_encoded_block_by_block(monkeypatch: pytest.MonkeyP
     assert explanation.masks.shape == whole_explanation.masks.shape
 
 
+def test_pretrainer_takes_sparse_input_as_the_dense_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import tabsparse.estimators._base as base
+
+    X, _ = sparse_data(n=300)
+    dense = X.toarray()
+    pre = TabNetPretrainer(**TINY, batch_size=64).fit(X)
+    reference = TabNetPretrainer(**TINY, batch_size=64).fit(dense)
+    expected = reference.transform(dense)
+    np.testing.assert_array_equal(pre.transform(X), expected)
+    monkeypatch.setattr(base, "SPARSE_BLOCK_ROWS", 100)  # three blocks of rows
+    np.testing.assert_allclose(pre.transform(X.tocsc()), expected, rtol=1e-5, atol=1e-6)
+
+
 def test_sparse_input_in_a_column_transformer_pipeline() -> None:
     from sklearn.compose import make_column_transformer
     from sklearn.pipeline import make_pipeline

@@ -292,9 +292,18 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
         ndarray of shape (n_samples, n_d), float32
         """
         check_is_fitted(self)
-        data = self._tensor_data(self._encode(X), None, None, self.device_)
-        out = encode_rows(self.network_, data, batch_size=inference_batch_size(self.batch_size))
-        return out.cpu().numpy()
+        batch_size = inference_batch_size(self.batch_size)
+        parts = [
+            encode_rows(
+                self.network_,
+                self._tensor_data(enc, None, None, self.device_),
+                batch_size=batch_size,
+            )
+            .cpu()
+            .numpy()
+            for enc in self._encoded_blocks(X)  # a sparse matrix: one block of rows at a time
+        ]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
         """``tabnet0 .. tabnet{n_d-1}``: names of the :meth:`transform` columns."""
