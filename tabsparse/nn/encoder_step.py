@@ -238,16 +238,15 @@ def _glu_stack_backward(
     ga = grad_att if grad_att is not None else gd.new_zeros(gd.shape[0], width // 2 - n_d)
     d: torch.Tensor | None = torch.cat([gd, ga], dim=1)
     grads: list[torch.Tensor | None] = [None] * (3 * m)
-    affine: list[torch.Tensor] = []
+    affine: list[torch.Tensor] = [gd] * (2 * m)  # per virtual batch: weights, then biases
     for j in range(m - 1, -1, -1):
         h_in, w, y, gate, side, weight_k, mean, invstd = part[8 * j : 8 * j + 8]
         assert d is not None and h_in is not None and w is not None and y is not None
         dy = glu_backward(d, y, gate)
-        dh, dg, db = _bn_backward(
-            dy.reshape(side.shape), side, weight_k, None, None, mean, invstd, True, eps[j],  # type: ignore[union-attr]
+        dh, affine[j], affine[m + j] = _bn_backward(
+            dy.view(side.shape), side, weight_k, None, None, mean, invstd, True, eps[j],
             [True, True, True],
         )  # fmt: skip
-        affine += [dg, db]
         dh = dh.view(dy.shape[0], -1)
         grads[3 * j] = torch.mm(h_in.t(), dh).t()  # the faster layout of the product
         if j == 0 and not input_grad:
@@ -255,13 +254,13 @@ def _glu_stack_backward(
             break
         dx = dh.mm(w)
         d = dx.add_(d, alpha=F.SQRT_HALF) if residual[j] else dx
-    # affine grads were collected last layer first: (dg_m, db_m, ..., dg_1, db_1)
-    stacked = torch.stack(affine).view(m, 2, k, -1).sum(2).flip(0)  # (m, 2, c)
+    # summed over the virtual batches of all layers in one operation, then scaled as the
+    # batch norms' weights and biases were in the forward
+    sums = torch.stack(affine).view(2 * m, k, -1).sum(1)
     if any(residual):
-        scale = F.residual_scale(residual, stacked.shape[-1], stacked.dtype, stacked.device)
-        stacked = stacked * scale.view(2, m, -1).transpose(0, 1)
-    for j in range(m):
-        grads[3 * j + 1], grads[3 * j + 2] = stacked[j, 0], stacked[j, 1]
+        sums.mul_(F.residual_scale(residual, sums.shape[-1], sums.dtype, sums.device))
+    split = sums.unbind(0)
+    grads[1::3], grads[2::3] = split[:m], split[m:]
     return d, grads
 
 
@@ -318,7 +317,7 @@ def _mask_step_backward(
         d_logits = dm * prior
         d_prior = dm.mul_(logits) if d_prior is None else d_prior.addcmul_(dm, logits)
     dh, dg, db = _bn_backward(
-        d_logits.reshape(side.shape), side, weight_k, None, None, mean, invstd, True, eps,  # type: ignore[union-attr]
+        d_logits.view(side.shape), side, weight_k, None, None, mean, invstd, True, eps,
         [True, True, True],
     )  # fmt: skip
     c = mask.shape[1]

@@ -103,7 +103,7 @@ def bn_even(
     """Ghost batch norm of ``h`` ``(n, c)`` in ``k`` equal virtual batches of ``size`` rows,
     with the weight and bias already repeated ``k`` times: ``(out (n, c), the (size, k * c)
     view of h, mean, invstd)``."""
-    side = h.reshape(size, -1)
+    side = h.view(size, -1) if h.is_contiguous() else h.reshape(size, -1)
     out, mean, invstd = torch.native_batch_norm(side, weight_k, bias_k, None, None, True, 0.0, eps)
     return out.view(h.shape), side, mean, invstd
 
@@ -307,7 +307,8 @@ def mask_outputs(
     if epsilon is not None:
         shifted = torch.add(mask, epsilon)
         log = torch.log(shifted)
-        entropy = torch.dot(mask.reshape(-1), log.reshape(-1)).div(-rows)
+        flat = mask.view(-1) if mask.is_contiguous() else mask.reshape(-1)
+        entropy = torch.dot(flat, log.view(-1)).div(-rows)
         if saved is not None:
             saved += [mask, relax, spread, x, shifted, log]
     return new_prior, x * spread, entropy
