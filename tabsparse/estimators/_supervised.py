@@ -471,7 +471,9 @@ def _user_stacklevel() -> int:
     """The ``stacklevel`` for a ``warnings.warn`` in the calling function that points at the first
     frame outside tabsparse (the user's ``fit`` line, however many estimator layers are between)."""
     level, frame = 1, sys._getframe(1)
-    while frame is not None and str(frame.f_globals.get("__name__", "")).startswith("tabsparse."):
+    while str(frame.f_globals.get("__name__", "")).startswith("tabsparse."):
+        if frame.f_back is None:
+            break
         level, frame = level + 1, frame.f_back
     return level
 
