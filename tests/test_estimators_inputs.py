@@ -275,3 +275,23 @@ def test_export_refuses_expanded_datetime_columns(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"export does not support expanded datetime .*'when'"):
         model.export(tmp_path / "m.pt2", format="torch")
     assert not (tmp_path / "m.pt2").exists()
+
+
+def test_parquet_training_with_a_polars_validation_frame(tmp_path: Path) -> None:
+    X, y = frame(300)
+    X = X.assign(label=y)
+    X.iloc[:150].to_parquet(tmp_path / "part0.parquet")
+    X.iloc[150:].to_parquet(tmp_path / "part1.parquet")
+    Xv, yv = frame(80, seed=1)
+    params = {**TINY, "batch_size": 64}
+    with_polars = TabNetClassifier(**params).fit(
+        tmp_path, "label", X_val=pl.from_pandas(Xv), y_val=yv
+    )
+    with_pandas = TabNetClassifier(**params).fit(tmp_path, "label", X_val=Xv, y_val=yv)
+    assert list(with_polars.feature_names_in_) == ["a", "b", "c", "d"]
+    assert [r["val_loss"] for r in with_polars.history_] == [
+        r["val_loss"] for r in with_pandas.history_
+    ]
+    np.testing.assert_array_equal(
+        with_polars.predict_proba(pl.from_pandas(Xv)), with_pandas.predict_proba(Xv)
+    )
