@@ -35,7 +35,10 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
     n_steps : int, default=3
         Number of decision steps.
     gamma : float, default=1.3
-        Relaxation of the prior: 1 means a feature is used at most once across steps.
+        Relaxation of the prior: after each step a feature's prior is multiplied by
+        ``gamma - mask``, and the prior multiplies the attention logits. At 1 a feature one step
+        selected alone gets logit 0 (not minus infinity), so later steps can still select it;
+        larger values let steps reuse features more freely (user guide, "Explanations").
     n_independent, n_shared : int, default=2
         Step-specific and shared GLU layers per feature transformer.
     momentum : float, default=0.1

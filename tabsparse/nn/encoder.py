@@ -72,7 +72,8 @@ class TabNetEncoder(nn.Module):
     n_steps : int
         Decision steps.
     gamma : float
-        Relaxation: ``prior *= gamma - mask`` after each step (1 = a group is used at most once).
+        Relaxation: ``prior *= gamma - mask`` after each step; the prior multiplies the
+        logits, so at 1 a used-up group gets logit 0 and can still be selected (docs/user_guide.md).
     n_independent, n_shared : int
         Step-specific and shared GLU layers per feature transformer.
     mask_type : {"sparsemax", "entmax"}
