@@ -48,6 +48,36 @@ def with_column(name: str, values: Any) -> pd.DataFrame:
     return df
 
 
+def polars_frame(n: int = 60) -> Any:
+    """A polars frame with the dtypes issue 25 names: categorical, enum, string, boolean, null."""
+    pl = pytest.importorskip("polars")
+    rng = np.random.default_rng(0)
+    return pl.DataFrame(
+        {
+            "num": rng.normal(size=n),
+            "cat": pl.Series(rng.choice(["a", "b"], n)).cast(pl.Categorical),
+            "enum": pl.Series(rng.choice(["lo", "hi"], n)).cast(pl.Enum(["lo", "hi"])),
+            "text": pl.Series([None, "p", "q"] * (n // 3)),
+            "flag": pl.Series([True, None, False] * (n // 3)),
+            "nothing": pl.Series([None] * n, dtype=pl.Null),
+        }
+    )
+
+
+REG: dict[str, Any] = {"regressor": True}
+"""Fit keyword of a case that fits a TabNetRegressor."""
+PARAMS = (
+    "categorical_features",
+    "datetime_features",
+    "loss",
+    "quantile",
+    "power",
+    "huber_delta",
+    "scoring",
+)
+"""Keys of a case's fit keywords that are constructor parameters."""
+
+
 N = 60
 FIT_CASES: list[tuple[str, Callable[[], tuple[Any, Any, dict[str, Any]]], Any]] = [
     # (case, () -> (X, y, fit kwargs), None for "fits fine" or (exception, message regex))
@@ -205,6 +235,188 @@ FIT_CASES: list[tuple[str, Callable[[], tuple[Any, Any, dict[str, Any]]], Any]] 
         (ValueError, "'datetime_features' parameter .* 'parts'"),
     ),
     (
+        "polars frame with Categorical, Enum, string, boolean and null columns",
+        lambda: (polars_frame(), labels(), {}),
+        None,
+    ),
+    (
+        "polars datetime column without datetime_features='expand'",
+        lambda: (
+            pytest.importorskip("polars").from_pandas(
+                with_column("when", pd.date_range("2020", periods=N))
+            ),
+            labels(),
+            {},
+        ),
+        (TypeError, "Column 'when' has datetime values.*datetime_features='expand'"),
+    ),
+    (
+        "pyarrow RecordBatch",
+        lambda: (pytest.importorskip("pyarrow").RecordBatch.from_pandas(frame()), labels(), {}),
+        None,
+    ),
+    (
+        "pyarrow Array as X",
+        lambda: (pytest.importorskip("pyarrow").array(np.ones(N)), labels(), {}),
+        (ValueError, r"\.to_frame\(\)"),
+    ),
+    # regression objectives (issue 25 item 7): exact messages
+    (
+        "negative y for loss='poisson'",
+        lambda: (frame(), np.r_[1.0, 2.0, 0.0, -1.5, np.ones(N - 4)], REG | {"loss": "poisson"}),
+        (ValueError, re.escape("y must be >= 0 for loss='poisson', got -1.5 (row 3)")),
+    ),
+    (
+        "negative y for loss='tweedie'",
+        lambda: (frame(), np.r_[-1.0, np.ones(N - 1)], REG | {"loss": "tweedie"}),
+        (
+            ValueError,
+            re.escape("y must be >= 0 for loss='tweedie' with power=1.5, got -1.0 (row 0)"),
+        ),
+    ),
+    (
+        "zero y for loss='tweedie' with power >= 2",
+        lambda: (frame(), np.r_[0.0, np.ones(N - 1)], REG | {"loss": "tweedie", "power": 2.5}),
+        (
+            ValueError,
+            re.escape("y must be > 0 for loss='tweedie' with power=2.5, got 0.0 (row 0)"),
+        ),
+    ),
+    (
+        "zero y for loss='gamma'",
+        lambda: (frame(), np.r_[np.ones(N - 1), 0.0], REG | {"loss": "gamma"}),
+        (ValueError, re.escape("y must be > 0 for loss='gamma', got 0.0 (row 59)")),
+    ),
+    (
+        "negative y in one column of a 2-D y for loss='gamma'",
+        lambda: (frame(), np.c_[np.ones(N), np.r_[-2.0, np.ones(N - 1)]], REG | {"loss": "gamma"}),
+        (ValueError, re.escape("y must be > 0 for loss='gamma', got -2.0 (row 0, column 1)")),
+    ),
+    (
+        "negative y_val for loss='poisson'",
+        lambda: (
+            frame(),
+            np.ones(N),
+            REG | {"loss": "poisson", "X_val": frame(10), "y_val": -np.ones(10)},
+        ),
+        (ValueError, re.escape("y_val must be >= 0 for loss='poisson', got -1.0 (row 0)")),
+    ),
+    (
+        "quantile above 1",
+        lambda: (frame(), np.ones(N), REG | {"loss": "quantile", "quantile": 1.5}),
+        (
+            ValueError,
+            re.escape(
+                "The 'quantile' parameter of TabNetRegressor must be a float in the range "
+                "(0.0, 1.0), an array-like or None. Got 1.5 instead."
+            ),
+        ),
+    ),
+    (
+        "quantile sequence reaching 1",
+        lambda: (frame(), np.ones(N), REG | {"loss": "quantile", "quantile": [0.1, 1.0]}),
+        (
+            ValueError,
+            re.escape("quantile=[0.1, 1.0]: every quantile must be a float in (0, 1)"),
+        ),
+    ),
+    (
+        "non-increasing quantile sequence",
+        lambda: (frame(), np.ones(N), REG | {"loss": "quantile", "quantile": [0.9, 0.1]}),
+        (
+            ValueError,
+            re.escape("quantile=[0.9, 0.1] must be a non-empty, strictly increasing sequence"),
+        ),
+    ),
+    (
+        "repeated quantile",
+        lambda: (frame(), np.ones(N), REG | {"loss": "quantile", "quantile": [0.5, 0.5]}),
+        (
+            ValueError,
+            re.escape("quantile=[0.5, 0.5] must be a non-empty, strictly increasing sequence"),
+        ),
+    ),
+    (
+        "loss='quantile' without quantile",
+        lambda: (frame(), np.ones(N), REG | {"loss": "quantile"}),
+        (
+            ValueError,
+            re.escape(
+                "loss='quantile' needs quantile=: a float in (0, 1), or an increasing sequence "
+                "of them for several quantiles at once"
+            ),
+        ),
+    ),
+    (
+        "tweedie power below 1",
+        lambda: (frame(), np.ones(N), REG | {"loss": "tweedie", "power": 0.5}),
+        (
+            ValueError,
+            re.escape(
+                "The 'power' parameter of TabNetRegressor must be a float in the range "
+                "[1.0, inf). Got 0.5 instead."
+            ),
+        ),
+    ),
+    (
+        "huber_delta of 0",
+        lambda: (frame(), np.ones(N), REG | {"loss": "huber", "huber_delta": 0.0}),
+        (
+            ValueError,
+            re.escape(
+                "The 'huber_delta' parameter of TabNetRegressor must be a float in the range "
+                "(0.0, inf). Got 0.0 instead."
+            ),
+        ),
+    ),
+    (
+        "unknown loss",
+        lambda: (frame(), np.ones(N), REG | {"loss": "logcosh"}),
+        (ValueError, re.escape("The 'loss' parameter of TabNetRegressor must be a str among")),
+    ),
+    (
+        "several quantiles with a 2-D y",
+        lambda: (
+            frame(),
+            np.c_[np.arange(N), np.arange(N)],
+            REG | {"loss": "quantile", "quantile": [0.1, 0.9]},
+        ),
+        (
+            ValueError,
+            re.escape(
+                "y must be 1-D for several quantiles ([0.1, 0.9]), got 2 outputs; "
+                "fit one model per output"
+            ),
+        ),
+    ),
+    (
+        "several quantiles with a scorer name",
+        lambda: (
+            frame(),
+            np.arange(N, dtype=float),
+            REG | {"loss": "quantile", "quantile": [0.1, 0.9], "scoring": "r2"},
+        ),
+        (
+            ValueError,
+            re.escape(
+                "scoring='r2' cannot score several quantiles (predict returns one column per "
+                "quantile); use scoring='loss', the mean pinball loss over them"
+            ),
+        ),
+    ),
+    # extreme targets and tiny columns (issue 25 items 3 and 4): fit, finite predictions
+    ("regression target around 1e300", lambda: (frame(), np.linspace(1, 2, N) * 1e300, REG), None),
+    (
+        "regression target around 1e-300",
+        lambda: (frame(), np.linspace(1, 2, N) * 1e-300, REG),
+        None,
+    ),
+    (
+        "numeric column around 1e-20",
+        lambda: (with_column("num", np.linspace(-1, 1, N) * 1e-20), labels(), {}),
+        None,
+    ),
+    (
         "duplicated column names",
         lambda: (pd.concat([frame(), frame()[["num"]]], axis=1), labels(), {}),
         (ValueError, "num"),
@@ -276,9 +488,7 @@ FIT_CASES: list[tuple[str, Callable[[], tuple[Any, Any, dict[str, Any]]], Any]] 
 def test_fit_bad_input(case: str, make: Callable[[], Any], expected: Any) -> None:
     X, y, kwargs = make()
     kwargs = dict(kwargs)
-    params = {
-        k: kwargs.pop(k) for k in ("categorical_features", "datetime_features") if k in kwargs
-    }
+    params = {k: kwargs.pop(k) for k in PARAMS if k in kwargs}
     regressor = kwargs.pop("regressor", False)
     est = (TabNetRegressor if regressor else TabNetClassifier)(**SMALL, **params)
     X_before = copy.deepcopy(X)
@@ -337,6 +547,16 @@ PREDICT_CASES: list[tuple[str, Callable[[], Any], Any]] = [
         "polars frame, reordered",
         lambda: pytest.importorskip("polars").from_pandas(frame()[["obj", "num", "cat"]]),
         None,
+    ),
+    (
+        "pyarrow Table, reordered",
+        lambda: pytest.importorskip("pyarrow").Table.from_pandas(frame()[["cat", "obj", "num"]]),
+        None,
+    ),
+    (
+        "pyarrow RecordBatch missing a column",
+        lambda: pytest.importorskip("pyarrow").RecordBatch.from_pandas(frame()[["num", "cat"]]),
+        (ValueError, "obj"),
     ),
     (
         "polars LazyFrame at predict",
