@@ -138,3 +138,44 @@ def test_api_page_lists_the_regressor_only_parameters() -> None:
     for name, parameter in regressor.items():
         if name not in classifier:
             assert f"{name}={parameter.default!r}".replace("'", '"') in shown.group(1), name
+
+
+def test_deployment_page_lists_every_key_of_the_export_spec() -> None:
+    import numpy as np
+
+    from tabsparse import TabNetRegressor
+    from tabsparse.export.spec import export_spec
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(64, 3))
+    reg = TabNetRegressor(loss="quantile", quantile=[0.1, 0.9], max_epochs=1, random_state=0)
+    spec = export_spec(reg.fit(X, X[:, 0]))
+    text = (ROOT / "docs" / "deployment.md").read_text()
+    table = text[text.index("## The spec file") : text.index("### Encoding rules")]
+    rows = {line.split("|")[1]: line.split("|")[2] for line in table.splitlines() if "| `" in line}
+    documented = {name for cell in rows for name in re.findall(r"`([\w.]+)`", cell)}
+    for key, value in spec.items():
+        nested = isinstance(value, dict) and key not in ("target", "encoder")
+        names = {f"{key}.{sub}" for sub in value} if nested else {key}
+        assert names <= documented, names - documented
+    target_row = next(meaning for cell, meaning in rows.items() if "`target`" in cell)
+    for key in spec["target"]:
+        assert f"`{key}`" in target_row, key
+
+
+def test_user_guide_has_the_input_formats_and_objectives_sections() -> None:
+    text = (ROOT / "docs" / "user_guide.md").read_text()
+    formats = text[text.index("\n## Input formats\n") : text.index("\n## Categorical columns\n")]
+    for word in [
+        "polars",
+        "LazyFrame",
+        "pyarrow",
+        "__dataframe__",
+        "scipy.sparse",
+        "ColumnWarning",
+    ]:
+        assert word in formats, word
+    for part in ["year", "month", "day", "dayofweek", "dayofyear", "hour", "minute", "second"]:
+        assert f"`{part}`" in formats, part
+    assert "\n## Objectives\n" in text
+    assert "user_guide.md#input-formats" in (ROOT / "docs" / "cli.md").read_text()
