@@ -2,17 +2,17 @@
 
 The :class:`~tabsparse.training.Trainer` calls these hooks of every callback, in list order:
 
-=========================  ===============================================================
-``on_setup(t)``            once per fit, before a checkpoint is restored: make per-fit state
-``on_fit_begin(t)``        once, after any checkpoint was restored, before the first epoch
-``on_epoch_begin(t)``      before each epoch's first batch
-``on_batch_end(t)``        after each optimiser step
-``on_batches_end(t, r)``   after the epoch's last step (``r``: epoch, train_loss, learning_rate)
-``on_validation_begin(t)`` before the epoch's weights are judged (validated, kept if best)
-``on_validation_end(t, r)`` after validation (``r`` has val_loss and val_score with val data)
-``on_epoch_end(t, r)``     after the epoch's complete record was appended to the history
-``on_fit_end(t)``          once after training ends, also after an error or an interruption
-=========================  ===============================================================
+===========================  =====================================================================
+``on_setup(t)``              once per fit, before a checkpoint is restored: make per-fit state
+``on_fit_begin(t)``          once, after any checkpoint was restored, before the first epoch
+``on_epoch_begin(t)``        before each epoch's first batch
+``on_batch_end(t)``          after each optimiser step
+``on_batches_end(t, r)``     after the epoch's last step (``r``: epoch, train_loss, learning_rate)
+``on_validation_begin(t)``   before the epoch's weights are judged (validated, kept if best)
+``on_validation_end(t, r)``  after validation (``r`` has val_loss and val_score with val data)
+``on_epoch_end(t, r)``       after the epoch's complete record was appended to the history
+``on_fit_end(t)``            once after training ends, also after an error or an interruption
+===========================  =====================================================================
 
 Only the hooks a callback overrides are called, and the list of them is made once per fit, so
 a callback without ``on_batch_end`` costs nothing per batch. Setting ``trainer.stop = True``
