@@ -79,6 +79,111 @@ PARAMS = (
 
 
 N = 60
+ONES = np.ones(N)
+OBJECTIVE_CASES: list[tuple[str, np.ndarray, dict[str, Any], str]] = [
+    # (case, y, constructor and fit parameters, the exact error message)
+    (
+        "negative y for loss='poisson'",
+        np.r_[1.0, 2.0, 0.0, -1.5, np.ones(N - 4)],
+        {"loss": "poisson"},
+        "y must be >= 0 for loss='poisson', got -1.5 (row 3)",
+    ),
+    (
+        "negative y for loss='tweedie'",
+        np.r_[-1.0, np.ones(N - 1)],
+        {"loss": "tweedie"},
+        "y must be >= 0 for loss='tweedie' with power=1.5, got -1.0 (row 0)",
+    ),
+    (
+        "zero y for loss='tweedie' with power >= 2",
+        np.r_[0.0, np.ones(N - 1)],
+        {"loss": "tweedie", "power": 2.5},
+        "y must be > 0 for loss='tweedie' with power=2.5, got 0.0 (row 0)",
+    ),
+    (
+        "zero y for loss='gamma'",
+        np.r_[np.ones(N - 1), 0.0],
+        {"loss": "gamma"},
+        "y must be > 0 for loss='gamma', got 0.0 (row 59)",
+    ),
+    (
+        "negative y in one column of a 2-D y for loss='gamma'",
+        np.c_[ONES, np.r_[-2.0, np.ones(N - 1)]],
+        {"loss": "gamma"},
+        "y must be > 0 for loss='gamma', got -2.0 (row 0, column 1)",
+    ),
+    (
+        "negative y_val for loss='poisson'",
+        ONES,
+        {"loss": "poisson", "X_val": frame(10), "y_val": -np.ones(10)},
+        "y_val must be >= 0 for loss='poisson', got -1.0 (row 0)",
+    ),
+    (
+        "quantile above 1",
+        ONES,
+        {"loss": "quantile", "quantile": 1.5},
+        "The 'quantile' parameter of TabNetRegressor must be a float in the range (0.0, 1.0), "
+        "an array-like or None. Got 1.5 instead.",
+    ),
+    (
+        "quantile sequence reaching 1",
+        ONES,
+        {"loss": "quantile", "quantile": [0.1, 1.0]},
+        "quantile=[0.1, 1.0]: every quantile must be a float in (0, 1)",
+    ),
+    (
+        "non-increasing quantile sequence",
+        ONES,
+        {"loss": "quantile", "quantile": [0.9, 0.1]},
+        "quantile=[0.9, 0.1] must be a non-empty, strictly increasing sequence",
+    ),
+    (
+        "repeated quantile",
+        ONES,
+        {"loss": "quantile", "quantile": [0.5, 0.5]},
+        "quantile=[0.5, 0.5] must be a non-empty, strictly increasing sequence",
+    ),
+    (
+        "loss='quantile' without quantile",
+        ONES,
+        {"loss": "quantile"},
+        "loss='quantile' needs quantile=: a float in (0, 1), or an increasing sequence of them "
+        "for several quantiles at once",
+    ),
+    (
+        "tweedie power below 1",
+        ONES,
+        {"loss": "tweedie", "power": 0.5},
+        "The 'power' parameter of TabNetRegressor must be a float in the range [1.0, inf). "
+        "Got 0.5 instead.",
+    ),
+    (
+        "huber_delta of 0",
+        ONES,
+        {"loss": "huber", "huber_delta": 0.0},
+        "The 'huber_delta' parameter of TabNetRegressor must be a float in the range "
+        "(0.0, inf). Got 0.0 instead.",
+    ),
+    (
+        "unknown loss",
+        ONES,
+        {"loss": "logcosh"},
+        "The 'loss' parameter of TabNetRegressor must be a str among",
+    ),
+    (
+        "several quantiles with a 2-D y",
+        np.c_[np.arange(N), np.arange(N)],
+        {"loss": "quantile", "quantile": [0.1, 0.9]},
+        "y must be 1-D for several quantiles ([0.1, 0.9]), got 2 outputs; fit one model per output",
+    ),
+    (
+        "several quantiles with a scorer name",
+        np.arange(N, dtype=float),
+        {"loss": "quantile", "quantile": [0.1, 0.9], "scoring": "r2"},
+        "scoring='r2' cannot score several quantiles (predict returns one column per quantile); "
+        "use scoring='loss', the mean pinball loss over them",
+    ),
+]
 FIT_CASES: list[tuple[str, Callable[[], tuple[Any, Any, dict[str, Any]]], Any]] = [
     # (case, () -> (X, y, fit kwargs), None for "fits fine" or (exception, message regex))
     (
@@ -260,149 +365,10 @@ FIT_CASES: list[tuple[str, Callable[[], tuple[Any, Any, dict[str, Any]]], Any]] 
         lambda: (pytest.importorskip("pyarrow").array(np.ones(N)), labels(), {}),
         (ValueError, r"\.to_frame\(\)"),
     ),
-    # regression objectives (issue 25 item 7): exact messages
-    (
-        "negative y for loss='poisson'",
-        lambda: (frame(), np.r_[1.0, 2.0, 0.0, -1.5, np.ones(N - 4)], REG | {"loss": "poisson"}),
-        (ValueError, re.escape("y must be >= 0 for loss='poisson', got -1.5 (row 3)")),
-    ),
-    (
-        "negative y for loss='tweedie'",
-        lambda: (frame(), np.r_[-1.0, np.ones(N - 1)], REG | {"loss": "tweedie"}),
-        (
-            ValueError,
-            re.escape("y must be >= 0 for loss='tweedie' with power=1.5, got -1.0 (row 0)"),
-        ),
-    ),
-    (
-        "zero y for loss='tweedie' with power >= 2",
-        lambda: (frame(), np.r_[0.0, np.ones(N - 1)], REG | {"loss": "tweedie", "power": 2.5}),
-        (
-            ValueError,
-            re.escape("y must be > 0 for loss='tweedie' with power=2.5, got 0.0 (row 0)"),
-        ),
-    ),
-    (
-        "zero y for loss='gamma'",
-        lambda: (frame(), np.r_[np.ones(N - 1), 0.0], REG | {"loss": "gamma"}),
-        (ValueError, re.escape("y must be > 0 for loss='gamma', got 0.0 (row 59)")),
-    ),
-    (
-        "negative y in one column of a 2-D y for loss='gamma'",
-        lambda: (frame(), np.c_[np.ones(N), np.r_[-2.0, np.ones(N - 1)]], REG | {"loss": "gamma"}),
-        (ValueError, re.escape("y must be > 0 for loss='gamma', got -2.0 (row 0, column 1)")),
-    ),
-    (
-        "negative y_val for loss='poisson'",
-        lambda: (
-            frame(),
-            np.ones(N),
-            REG | {"loss": "poisson", "X_val": frame(10), "y_val": -np.ones(10)},
-        ),
-        (ValueError, re.escape("y_val must be >= 0 for loss='poisson', got -1.0 (row 0)")),
-    ),
-    (
-        "quantile above 1",
-        lambda: (frame(), np.ones(N), REG | {"loss": "quantile", "quantile": 1.5}),
-        (
-            ValueError,
-            re.escape(
-                "The 'quantile' parameter of TabNetRegressor must be a float in the range "
-                "(0.0, 1.0), an array-like or None. Got 1.5 instead."
-            ),
-        ),
-    ),
-    (
-        "quantile sequence reaching 1",
-        lambda: (frame(), np.ones(N), REG | {"loss": "quantile", "quantile": [0.1, 1.0]}),
-        (
-            ValueError,
-            re.escape("quantile=[0.1, 1.0]: every quantile must be a float in (0, 1)"),
-        ),
-    ),
-    (
-        "non-increasing quantile sequence",
-        lambda: (frame(), np.ones(N), REG | {"loss": "quantile", "quantile": [0.9, 0.1]}),
-        (
-            ValueError,
-            re.escape("quantile=[0.9, 0.1] must be a non-empty, strictly increasing sequence"),
-        ),
-    ),
-    (
-        "repeated quantile",
-        lambda: (frame(), np.ones(N), REG | {"loss": "quantile", "quantile": [0.5, 0.5]}),
-        (
-            ValueError,
-            re.escape("quantile=[0.5, 0.5] must be a non-empty, strictly increasing sequence"),
-        ),
-    ),
-    (
-        "loss='quantile' without quantile",
-        lambda: (frame(), np.ones(N), REG | {"loss": "quantile"}),
-        (
-            ValueError,
-            re.escape(
-                "loss='quantile' needs quantile=: a float in (0, 1), or an increasing sequence "
-                "of them for several quantiles at once"
-            ),
-        ),
-    ),
-    (
-        "tweedie power below 1",
-        lambda: (frame(), np.ones(N), REG | {"loss": "tweedie", "power": 0.5}),
-        (
-            ValueError,
-            re.escape(
-                "The 'power' parameter of TabNetRegressor must be a float in the range "
-                "[1.0, inf). Got 0.5 instead."
-            ),
-        ),
-    ),
-    (
-        "huber_delta of 0",
-        lambda: (frame(), np.ones(N), REG | {"loss": "huber", "huber_delta": 0.0}),
-        (
-            ValueError,
-            re.escape(
-                "The 'huber_delta' parameter of TabNetRegressor must be a float in the range "
-                "(0.0, inf). Got 0.0 instead."
-            ),
-        ),
-    ),
-    (
-        "unknown loss",
-        lambda: (frame(), np.ones(N), REG | {"loss": "logcosh"}),
-        (ValueError, re.escape("The 'loss' parameter of TabNetRegressor must be a str among")),
-    ),
-    (
-        "several quantiles with a 2-D y",
-        lambda: (
-            frame(),
-            np.c_[np.arange(N), np.arange(N)],
-            REG | {"loss": "quantile", "quantile": [0.1, 0.9]},
-        ),
-        (
-            ValueError,
-            re.escape(
-                "y must be 1-D for several quantiles ([0.1, 0.9]), got 2 outputs; "
-                "fit one model per output"
-            ),
-        ),
-    ),
-    (
-        "several quantiles with a scorer name",
-        lambda: (
-            frame(),
-            np.arange(N, dtype=float),
-            REG | {"loss": "quantile", "quantile": [0.1, 0.9], "scoring": "r2"},
-        ),
-        (
-            ValueError,
-            re.escape(
-                "scoring='r2' cannot score several quantiles (predict returns one column per "
-                "quantile); use scoring='loss', the mean pinball loss over them"
-            ),
-        ),
+    # regression objectives (issue 25 item 7): the exact messages, in OBJECTIVE_CASES below
+    *(
+        (case, lambda y=y, params=params: (frame(), y, REG | params), (ValueError, re.escape(msg)))
+        for case, y, params, msg in OBJECTIVE_CASES
     ),
     # extreme targets and tiny columns (issue 25 items 3 and 4): fit, finite predictions
     ("regression target around 1e300", lambda: (frame(), np.linspace(1, 2, N) * 1e300, REG), None),
