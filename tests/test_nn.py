@@ -465,3 +465,22 @@ def test_mask_entropy_matches_the_formula_and_gradcheck() -> None:
     positive = torch.softmax(torch.randn(2, 5, 4, dtype=torch.float64), -1).requires_grad_()
     x = torch.randn(5, 4, dtype=torch.float64)
     assert torch.autograd.gradcheck(entropy, (positive,))
+
+
+def test_training_after_a_prediction_under_inference_mode() -> None:
+    # cached constants of the functional code (the residual scales) first made by a prediction
+    # under torch.inference_mode must still serve a training step's backward, on the ragged
+    # (60 rows) and the even (64 rows) virtual-batch paths
+    torch.manual_seed(0)
+    enc = TabNetEncoder(
+        input_dim=6, group_index=list(range(6)), n_d=4, n_a=4, n_steps=2, virtual_batch_size=8
+    )
+    enc.eval()
+    with torch.inference_mode():
+        enc(torch.randn(60, 6))
+    enc.train()
+    for n in (60, 64):
+        out = enc(torch.randn(n, 6), with_masks=True)
+        (out.output.sum() + out.sparsity_loss).backward()
+        grads = [p.grad for p in enc.parameters() if p.requires_grad]
+        assert all(g is not None and torch.isfinite(g).all() for g in grads)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -162,23 +162,43 @@ def linear_bn(
     return torch.addmm(shift, x, (weight * scale.unsqueeze(1)).t()), []
 
 
-@functools.lru_cache(maxsize=64)
 def _half_scale(c: int, dtype: torch.dtype, device: torch.device) -> Tensor:
     """``(c,)``: ``sqrt(0.5)`` on the GLU's linear half, 1 on its gate. Cached: read only."""
-    scale = torch.ones(c, dtype=dtype, device=device)
-    scale[: c // 2] = SQRT_HALF
-    return scale
+    return _outside_inference_mode(_half_scale_cached, c, dtype, device)
 
 
-@functools.lru_cache(maxsize=64)
 def residual_scale(
     residual: tuple[bool, ...], c: int, dtype: torch.dtype, device: torch.device
 ) -> Tensor:
     """``(2m, c)`` factors of the batch-norm weights (rows ``0..m-1``) and biases (rows
     ``m..2m-1``) of ``m`` GLU layers: :func:`_half_scale` for a residual layer, else ones.
     Cached: read only."""
+    return _outside_inference_mode(_residual_scale_cached, residual, c, dtype, device)
+
+
+def _outside_inference_mode(fn: Callable[..., Tensor], *args: Any) -> Tensor:
+    """``fn(*args)`` for a cached constant: made outside inference mode, so that a constant
+    first needed by a prediction (``torch.inference_mode``) can later be saved for a training
+    step's backward (inference tensors cannot be)."""
+    if not torch.compiler.is_compiling() and torch.is_inference_mode_enabled():
+        with torch.inference_mode(False):
+            return fn(*args)
+    return fn(*args)
+
+
+@functools.lru_cache(maxsize=64)
+def _half_scale_cached(c: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+    scale = torch.ones(c, dtype=dtype, device=device)
+    scale[: c // 2] = SQRT_HALF
+    return scale
+
+
+@functools.lru_cache(maxsize=64)
+def _residual_scale_cached(
+    residual: tuple[bool, ...], c: int, dtype: torch.dtype, device: torch.device
+) -> Tensor:
     ones = torch.ones(c, dtype=dtype, device=device)
-    half = _half_scale(c, dtype, device)
+    half = _half_scale_cached(c, dtype, device)
     rows = [half if res else ones for res in residual]
     return torch.stack(rows + rows)
 
