@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 import numpy as np
@@ -86,3 +87,30 @@ def test_an_estimator_refuses_to_resume_on_other_rows(tmp_path: Any) -> None:
         TabNetClassifier(**settings).fit(X_other, y, resume_from=tmp_path)
     resumed = TabNetClassifier(**settings).fit(X, y, resume_from=tmp_path)
     assert resumed.n_iter_ == 4
+
+
+OTHER_DATA = (
+    "the checkpoint was written by a fit on other data (the training or validation rows differ "
+    "in content); resume with the data of that fit or start a new one"
+)
+
+
+def test_a_fit_with_the_default_random_state_resumes_with_its_recorded_seed(
+    tmp_path: Any,
+) -> None:
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 5))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    settings: dict[str, Any] = {"max_epochs": 4, "n_d": 4, "n_a": 4, "n_steps": 2}
+    assert TabNetClassifier().random_state is None  # the default this test is about
+    TabNetClassifier(**settings, checkpoint_dir=tmp_path, callbacks=[_StopAfter(2)]).fit(X, y)
+    seed = load_checkpoint(tmp_path)["meta"]["seed"]
+    X_other = X.copy()
+    X_other[7, 3] += 1.0  # same shape and labels, one value changed
+    with pytest.raises(ValueError, match="^" + re.escape(OTHER_DATA) + "$"):
+        TabNetClassifier(**settings).fit(X_other, y, resume_from=tmp_path)
+    resumed = TabNetClassifier(**settings).fit(X, y, resume_from=tmp_path)
+    full = TabNetClassifier(**settings, random_state=seed).fit(X, y)
+    assert resumed.n_iter_ == full.n_iter_ == 4
+    assert [r["train_loss"] for r in resumed.history_] == [r["train_loss"] for r in full.history_]
+    np.testing.assert_array_equal(resumed.predict_proba(X), full.predict_proba(X))

@@ -11,8 +11,9 @@ The fit skeleton, :meth:`TabNetBase._fit`, calls these hooks in this order:
 
 1. ``_check_fit_arguments(y, X_val, y_val)``: checks beyond ``_parameter_constraints``.
 2. ``_distributed_context(device)``: the torchrun context, or None (one process).
-3. ``_fit_data(...) -> FitData``: validate ``X`` (and ``y``), encode the table, split off the
-   validation rows; the training, validation and importance-sample tensors.
+3. ``_fit_data(..., seed) -> FitData``: validate ``X`` (and ``y``), encode the table, split off
+   the validation rows; the training, validation and importance-sample tensors. ``seed`` is
+   :meth:`TabNetBase._seed` (a resumed fit's checkpoint is read before this step).
 4. ``_build_network(seed)`` and ``_init_network(data)`` (unless warm-starting).
 5. ``_before_training(trainer, data)``: last changes to the trainer and the data.
 6. training, then :meth:`_finish_fit` (``n_iter_``, ``best_iteration_``, importances, ...).
@@ -146,6 +147,7 @@ class TabNetBase(BaseEstimator):
         device: torch.device,
         ctx: Any,
         continuing: bool,
+        seed: int,
     ) -> FitData:
         raise NotImplementedError
 
@@ -188,6 +190,7 @@ class TabNetBase(BaseEstimator):
         if ctx is not None and device.type == "cuda":
             device = torch.device("cuda", ctx.local_rank)  # one device per local rank
         continuing = self.warm_start and hasattr(self, "network_")
+        resume = None if resume_from is None else load_checkpoint(resume_from)
         data = self._fit_data(
             X,
             y,
@@ -198,6 +201,7 @@ class TabNetBase(BaseEstimator):
             device=device,
             ctx=ctx,
             continuing=continuing,
+            seed=self._seed(resume),
         )
         if not continuing:
             self.network_ = self._build_network(data.seed).to(device)
@@ -209,7 +213,6 @@ class TabNetBase(BaseEstimator):
         self._before_training(trainer, data)
         try:
             with _verbose_logging(self.verbose):
-                resume = None if resume_from is None else load_checkpoint(resume_from)
                 trainer.fit(data.train, data.val, resume=resume)
             if trainer.interrupted:  # the trainer kept the best weights and returned
                 raise KeyboardInterrupt
@@ -272,8 +275,14 @@ class TabNetBase(BaseEstimator):
         return {"estimator": type(self).__name__, "n_train": n_train, "seed": seed, **params}
 
     # ---- pieces of a fit -----------------------------------------------------------------------
-    def _seed(self) -> int:
+    def _seed(self, resume: dict[str, Any] | None = None) -> int:
+        """The fit's seed, from ``random_state``. With ``random_state=None`` a fresh one, except
+        when resuming: then the seed the checkpoint's fit drew (in its meta), so that the
+        resumed fit continues that fit (its split, shuffles and initial weights)."""
         if self.random_state is None:
+            meta = (resume or {}).get("meta")
+            if isinstance(meta, dict) and "seed" in meta:
+                return int(meta["seed"])
             return int(np.random.default_rng().integers(2**31 - 1))
         if isinstance(self.random_state, np.random.RandomState):
             return int(copy.deepcopy(self.random_state).randint(2**31 - 1))

@@ -255,6 +255,7 @@ class TabNetSupervised(TabNetBase):
         device: torch.device,
         ctx: Any,
         continuing: bool,
+        seed: int,
     ) -> FitData:
         on_disk = is_on_disk(X)
         if on_disk:
@@ -272,7 +273,6 @@ class TabNetSupervised(TabNetBase):
                 f"X has {n_rows} rows but y has {len(y_arr)}; they must have the same length"
             )
         sw = check_weight(sample_weight, n_rows, "sample_weight")
-        seed = self._seed()
         if ctx is not None:  # every rank must shuffle, split and initialise alike
             seed = broadcast_int(seed, ctx, device)
         rng = np.random.default_rng(seed)

@@ -233,11 +233,11 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
         device: torch.device,
         ctx: Any,
         continuing: bool,
+        seed: int,
     ) -> FitData:
         """The table encoded once; validation rows (``X_val`` or a split) are masked later, in
         :meth:`_before_training`, once the network's input layer exists."""
         X = self._check_fit_table(X, continuing=continuing)
-        seed = self._seed()
         rng = np.random.default_rng(seed)
         encoded = self._encode(X) if continuing else self._fit_encoder(X)
         val_table = None
