@@ -63,6 +63,43 @@ def core_trainer(dist: object, compile: bool | str = False) -> Trainer:
     return Trainer(net, ce, cfg, dist=dist)  # type: ignore[arg-type]
 
 
+class RowLog(Callback):
+    """Records the encoded rows of every training batch this process trains on, as
+    ``(epoch, batch, numeric and codes)`` (through ``Trainer.transform_batch``, which sees each
+    batch just before its step); see :meth:`arrays`."""
+
+    def __init__(self) -> None:
+        self.batches: list[tuple[int, int, np.ndarray]] = []
+
+    def on_fit_begin(self, trainer: Trainer) -> None:
+        inner, self.batches = trainer.transform_batch, []
+
+        def record(batch: TensorData, generator: torch.Generator) -> TensorData:
+            previous = [b for e, b, _ in self.batches if e == trainer.epoch]
+            rows = torch.cat([batch.numeric.double(), batch.codes.double()], dim=1)
+            self.batches.append((trainer.epoch, len(previous), rows.cpu().numpy()))
+            return batch if inner is None else inner(batch, generator)
+
+        trainer.transform_batch = record
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """``rows`` (all batches' rows, one after the other) and, for each row, its ``epoch``
+        and ``batch`` (index within the epoch)."""
+        sizes = [len(rows) for _, _, rows in self.batches]
+        return {
+            "rows": np.concatenate([rows for _, _, rows in self.batches]),
+            "epoch": np.repeat([e for e, _, _ in self.batches], sizes),
+            "batch": np.repeat([b for _, b, _ in self.batches], sizes),
+        }
+
+
+def estimator(callbacks: list[Callback] | None = None) -> TabNetClassifier:
+    """The classifier the estimator-level runs fit (distributed, and in one process)."""
+    return TabNetClassifier(
+        max_epochs=4, batch_size=512, random_state=0, device="cpu", callbacks=callbacks
+    )
+
+
 class FailOnRankOne(Callback):
     def on_epoch_end(self, trainer, record):  # type: ignore[no-untyped-def]
         if trainer.dist is not None and trainer.dist.rank == 1 and record["epoch"] >= 1:
@@ -122,16 +159,15 @@ def main() -> None:
         return
     X, y = table(1500, 0)
     X_val, y_val = table(300, 1)
-    callbacks = [FailOnRankOne()] if mode == "fail" else None
-    clf = TabNetClassifier(
-        max_epochs=4, batch_size=512, random_state=0, device="cpu", callbacks=callbacks
-    )
+    row_log = RowLog()
+    clf = estimator([FailOnRankOne()] if mode == "fail" else [row_log])
     clf.fit(X, y, X_val=X_val, y_val=y_val)
     rank = torch.distributed.get_rank()
     params = {k: v.numpy() for k, v in clf.network_.state_dict().items()}
     np.savez(out / f"rank{rank}.npz", proba=clf.predict_proba(X_val), **params)
-    if rank == 0:
-        (out / "model.pkl").write_bytes(pickle.dumps(clf))
+    np.savez(out / f"rows_rank{rank}.npz", **row_log.arrays())
+    if rank == 0:  # without the row log, whose class lives in this script (__main__)
+        (out / "model.pkl").write_bytes(pickle.dumps(clf.set_params(callbacks=None)))
         (out / "history.pkl").write_bytes(pickle.dumps(clf.history_))
 
 
