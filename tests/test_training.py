@@ -6,6 +6,7 @@ import itertools
 import math
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from conftest import ce, make_data, make_net
@@ -366,3 +367,58 @@ def test_user_fit_begin_sees_the_restored_fit(tmp_path: Any) -> None:
     resumed = Trainer(make_net(), ce, TrainConfig(max_epochs=4, batch_size=64), callbacks=[seen])
     resumed.fit(make_data(), resume=load_checkpoint(tmp_path))
     assert seen.history == 2 and len(resumed.history) == 4
+
+
+def test_epoch_log_shows_the_watched_score_by_name_and_sign(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def accuracy(logits: torch.Tensor, data: Any) -> float:
+        return 0.75
+
+    named: Any = lambda logits, data: -0.3125  # noqa: E731
+    named.name = "neg_log_loss"
+
+    class Fake:
+        score_fn: Any = None
+
+    trainer: Any = Fake()
+    base = {"epoch": 2.0, "train_loss": 0.5, "seconds": 0.125}
+    head = "epoch    3  train_loss 0.50000  "
+    cases = [
+        (None, {}, head + "0.12s"),
+        (None, {"val_loss": 0.25, "val_score": -0.25}, head + "val_loss 0.25000  0.12s"),
+        (
+            named,
+            {"val_loss": 0.3125, "val_score": -0.3125},
+            head + "val_loss 0.31250  neg_log_loss -0.31250  0.12s",
+        ),
+        (
+            accuracy,
+            {"val_loss": 0.4, "val_score": 0.75},
+            head + "val_loss 0.40000  val_score 0.75000  0.12s",
+        ),
+    ]
+    for score_fn, extra, expected in cases:
+        trainer.score_fn = score_fn
+        caplog.clear()
+        with caplog.at_level("INFO", logger="tabsparse"):
+            EpochLog().on_epoch_end(trainer, {**base, **extra})
+        assert [r.getMessage() for r in caplog.records] == [expected]
+    # an estimator's scoring, as its history records it
+    from tabsparse import TabNetClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 4))
+    y = (X[:, 0] > 0).astype(int)
+    settings: dict[str, Any] = {"max_epochs": 2, "n_d": 4, "n_a": 4, "random_state": 0}
+    for scoring in ("neg_log_loss", "loss"):
+        caplog.clear()
+        with caplog.at_level("INFO", logger="tabsparse"):
+            clf = TabNetClassifier(**settings, scoring=scoring, verbose=2)
+            clf.fit(X[:150], y[:150], X_val=X[150:], y_val=y[150:])
+        lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("epoch")]
+        for line, record in zip(lines, clf.history_, strict=True):
+            assert f"val_loss {record['val_loss']:.5f}" in line
+            shown = f"neg_log_loss {record['val_score']:.5f}"
+            assert (shown in line) is (scoring == "neg_log_loss"), line
+            assert "val_score" not in line

@@ -281,12 +281,20 @@ class CompileTrial(Callback):
 
 
 class EpochLog(Callback):
-    """Logs one line per epoch (losses, score, seconds) to the ``tabsparse`` logger."""
+    """Logs one line per epoch to the ``tabsparse`` logger: the training loss, with validation
+    data the validation loss and, when the trainer has a score function, the score early
+    stopping watches under its ``name`` and with its sign (``roc_auc 0.91234``,
+    ``neg_log_loss -0.31234``; a function without a name shows as ``val_score``), then the
+    epoch's seconds. Without a score function the watched score is the negated validation loss,
+    already shown as ``val_loss``, so it is not repeated."""
 
     def on_epoch_end(self, trainer: Trainer, record: dict[str, float]) -> None:
         parts = [f"epoch {int(record['epoch']) + 1:>4}", f"train_loss {record['train_loss']:.5f}"]
         if "val_loss" in record:
-            parts += [f"val_loss {record['val_loss']:.5f}", f"val_score {record['val_score']:.5f}"]
+            parts.append(f"val_loss {record['val_loss']:.5f}")
+        if "val_score" in record and trainer.score_fn is not None:
+            name = str(getattr(trainer.score_fn, "name", "val_score"))
+            parts.append(f"{name} {record['val_score']:.5f}")
         parts.append(f"{record['seconds']:.2f}s")
         logger.info("  ".join(parts))
 
