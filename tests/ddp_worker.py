@@ -42,7 +42,9 @@ def core_data(n: int, seed: int) -> TensorData:
     return TensorData(x, torch.zeros(n, 0, dtype=torch.int64), y)
 
 
-def core_trainer(dist: object, compile: bool | str = False) -> Trainer:
+def core_trainer(
+    dist: object, compile: bool | str = False, callbacks: list[Callback] | None = None
+) -> Trainer:
     """The float64 network and settings shared by the distributed and single-process runs."""
     torch.manual_seed(0)
     net = TabNet(
@@ -60,7 +62,7 @@ def core_trainer(dist: object, compile: bool | str = False) -> Trainer:
         return F.cross_entropy(logits, target, reduction="none")
 
     cfg = TrainConfig(max_epochs=3, batch_size=256, seed=0, n_iter_no_change=None, compile=compile)
-    return Trainer(net, ce, cfg, dist=dist)  # type: ignore[arg-type]
+    return Trainer(net, ce, cfg, callbacks=callbacks or [], dist=dist)  # type: ignore[arg-type]
 
 
 class RowLog(Callback):
@@ -149,10 +151,13 @@ def main() -> None:
             import tabsparse.compiling
 
             tabsparse.compiling.BACKEND = "aot_eager"
-        trainer = core_trainer(ctx, compiled).fit(core_data(1024, 0), core_data(256, 1))
+        row_log = RowLog()
+        trainer = core_trainer(ctx, compiled, [row_log])
+        trainer.fit(core_data(1024, 0), core_data(256, 1))
         assert trainer.compiled == compiled
         params = {k: v.numpy() for k, v in trainer.network.state_dict().items()}
         np.savez(out / f"core_rank{ctx.rank}.npz", **params)
+        np.savez(out / f"rows_rank{ctx.rank}.npz", **row_log.arrays())
         return
     if mode == "core-auto":  # compile="auto" as if on CUDA: the ranks disagree, rank 0 wins
         auto_trial_follows_rank_zero(out)

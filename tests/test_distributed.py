@@ -38,6 +38,25 @@ def torchrun(mode: str, out: Path, timeout: float = 240) -> subprocess.Completed
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+def assert_ranks_split_the_batches(out: Path, single: RowLog, n_rows: int, epochs: int) -> None:
+    """The two ranks' logged rows (``rows_rank*.npz`` in ``out``) are disjoint halves of every
+    batch of the one-process fit ``single``, which trained on each of ``n_rows`` rows once an
+    epoch: two ranks each training alone on all rows would agree with each other, not this."""
+    ranks = [np.load(out / f"rows_rank{rank}.npz") for rank in (0, 1)]
+    one = single.arrays()
+    assert len(ranks[0]["rows"]) + len(ranks[1]["rows"]) == len(one["rows"]) == epochs * n_rows
+    for epoch in range(epochs):
+        assert len({row.tobytes() for row in one["rows"][one["epoch"] == epoch]}) == n_rows
+    for epoch, batch in sorted(set(zip(one["epoch"], one["batch"], strict=True))):
+        parts = [r["rows"][(r["epoch"] == epoch) & (r["batch"] == batch)] for r in ranks]
+        whole = one["rows"][(one["epoch"] == epoch) & (one["batch"] == batch)]
+        assert len(parts[0]) > 0 and len(parts[1]) > 0, (epoch, batch)
+        seen = [{row.tobytes() for row in part} for part in parts]
+        assert not seen[0] & seen[1], f"ranks shared rows in epoch {epoch}, batch {batch}"
+        assert seen[0] | seen[1] == {row.tobytes() for row in whole}, (epoch, batch)
+        assert len(parts[0]) + len(parts[1]) == len(whole) == len(seen[0] | seen[1])
+
+
 def test_two_ranks_end_with_identical_models_that_pickle(tmp_path: Path) -> None:
     run = torchrun("estimator", tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -56,19 +75,7 @@ def test_two_ranks_end_with_identical_models_that_pickle(tmp_path: Path) -> None
     X, y = table(1500, 0)
     log = RowLog()
     single = estimator([log]).fit(X, y, X_val=X_val, y_val=y_val)
-    ranks = [np.load(tmp_path / f"rows_rank{rank}.npz") for rank in (0, 1)]
-    one = log.arrays()
-    assert len(ranks[0]["rows"]) + len(ranks[1]["rows"]) == len(one["rows"]) == 4 * 1500
-    for epoch, batch in sorted(set(zip(one["epoch"], one["batch"], strict=True))):
-        parts = [r["rows"][(r["epoch"] == epoch) & (r["batch"] == batch)] for r in ranks]
-        whole = one["rows"][(one["epoch"] == epoch) & (one["batch"] == batch)]
-        assert len(parts[0]) > 0 and len(parts[1]) > 0, (epoch, batch)
-        seen = [{row.tobytes() for row in part} for part in parts]
-        assert not seen[0] & seen[1], f"ranks shared rows in epoch {epoch}, batch {batch}"
-        assert seen[0] | seen[1] == {row.tobytes() for row in whole}, (epoch, batch)
-        assert len(parts[0]) + len(parts[1]) == len(whole) == len(seen[0] | seen[1])
-    for epoch in range(4):  # every training row once per epoch
-        assert len({row.tobytes() for row in one["rows"][one["epoch"] == epoch]}) == 1500
+    assert_ranks_split_the_batches(tmp_path, log, 1500, 4)
     # and the same first epoch as one process, up to float32 rounding (the ranks sum gradients
     # in another order; later epochs amplify it as masks change support: the float64
     # trainer-level test below compares whole fits at 1e-9)
@@ -87,7 +94,9 @@ def test_two_ranks_match_one_process_on_the_same_global_batches(
     statistics updated in the graph) match the eager single process up to float64 rounding."""
     run = torchrun(mode, tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
-    single = core_trainer(None).fit(core_data(1024, 0), core_data(256, 1))
+    log = RowLog()
+    single = core_trainer(None, callbacks=[log]).fit(core_data(1024, 0), core_data(256, 1))
+    assert_ranks_split_the_batches(tmp_path, log, 1024, 3)
     expected = single.network.state_dict()
     for rank in (0, 1):
         got = np.load(tmp_path / f"core_rank{rank}.npz")
