@@ -114,3 +114,19 @@ def test_a_fit_with_the_default_random_state_resumes_with_its_recorded_seed(
     assert resumed.n_iter_ == full.n_iter_ == 4
     assert [r["train_loss"] for r in resumed.history_] == [r["train_loss"] for r in full.history_]
     np.testing.assert_array_equal(resumed.predict_proba(X), full.predict_proba(X))
+
+
+def test_a_pretrainer_with_the_default_random_state_resumes_with_its_recorded_seed(
+    tmp_path: Any,
+) -> None:
+    from tabsparse import TabNetPretrainer
+
+    X = np.random.default_rng(2).normal(size=(200, 4))
+    # a validation split drawn from the seed, so the split must be that fit's too
+    settings: dict[str, Any] = {"max_epochs": 4, "n_d": 4, "n_a": 4, "early_stopping": True}
+    TabNetPretrainer(**settings, checkpoint_dir=tmp_path, callbacks=[_StopAfter(2)]).fit(X)
+    seed = load_checkpoint(tmp_path)["meta"]["seed"]
+    resumed = TabNetPretrainer(**settings).fit(X, resume_from=tmp_path)
+    full = TabNetPretrainer(**settings, random_state=seed).fit(X)
+    assert [r["val_loss"] for r in resumed.history_] == [r["val_loss"] for r in full.history_]
+    np.testing.assert_array_equal(resumed.transform(X), full.transform(X))
