@@ -275,7 +275,6 @@ def test_the_checker_finds_violations_and_cycles(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=False, reason="layering in progress")
 def test_import_graph_has_no_cycle_and_runs_one_way() -> None:
     graph = import_graph(PACKAGE_DIR, tabsparse._EXPORTS)
     problems = cycle_problems(graph) + layer_problems(graph)
