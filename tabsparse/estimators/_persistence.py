@@ -22,11 +22,10 @@ import numpy as np
 import torch
 from sklearn.utils.validation import check_is_fitted
 
-import tabsparse.estimators._multioutput as mo
 from tabsparse import io as model_io
 from tabsparse.data import TableEncoder
 from tabsparse.estimators._base import TabNetBase, resolve_device
-from tabsparse.estimators._targets._regression import Regression, check_scaling
+from tabsparse.estimators._targets import kind_of, target_from_json, target_of
 from tabsparse.estimators.classifier import TabNetClassifier
 from tabsparse.estimators.pretrainer import TabNetPretrainer
 from tabsparse.estimators.regressor import TabNetRegressor
@@ -178,77 +177,29 @@ def _check_common(est: Any) -> None:
         raise ValueError(f"compiled_={compiled!r} must be a bool")
 
 
-def _check_labels(classes: Any, what: str) -> None:
-    if not isinstance(classes, np.ndarray) or classes.ndim != 1 or len(classes) < 2:
-        raise ValueError(f"{what} must be a 1-D array of at least 2 labels")
-    if classes.dtype.kind not in "biufUO":
-        raise ValueError(f"{what} has unsupported dtype {classes.dtype}")
-    if len(np.unique(classes)) != len(classes):
-        raise ValueError(f"{what} contains duplicates")
-
-
-def _check_classifier(est: Any) -> None:
-    """Single-output (files from before multi-output support have only ``classes_``),
-    multi-label or multi-task; see ``tabsparse/estimators/_multioutput.py``."""
-    kind = est._target_kind  # the class default ("single") when the file has none
-    if kind not in mo.KINDS:
-        raise ValueError(f"_target_kind={kind!r} must be one of {list(mo.KINDS)}")
-    n = getattr(est, "n_outputs_", 1)
-    if not _is_int(n) or n < 1 or (n == 1) != (kind == mo.SINGLE):
-        raise ValueError(f"n_outputs_={n!r} does not fit a {kind} target")
-    if kind in mo.MULTILABEL:
-        classes = est.classes_
-        if not isinstance(classes, np.ndarray) or classes.tolist() != list(range(n)):
-            raise ValueError(f"classes_ of a multi-label model must be arange({n})")
-        fitted = "sparsemax" if kind == mo.MULTILABEL_SPARSEMAX else "bce"
-        if est.multilabel_loss != fitted:
-            raise ValueError(f"multilabel_loss={est.multilabel_loss!r} disagrees with {kind}")
-    if kind == mo.MULTILABEL_SPARSEMAX:
-        m = getattr(est, "mean_label_count_", None)
-        if not isinstance(m, float) or not 1.0 <= m <= n + 1:
-            raise ValueError(f"mean_label_count_={m!r} must be a float in [1, {n + 1}]")
-    elif hasattr(est, "mean_label_count_"):
-        raise ValueError("mean_label_count_ belongs to sparsemax multi-label models only")
-    if kind == mo.MULTITASK:
-        if not isinstance(est.classes_, list) or len(est.classes_) != n:
-            raise ValueError(f"classes_ of a multi-task model must be a list of {n} arrays")
-        for j, classes in enumerate(est.classes_):
-            _check_labels(classes, f"classes_[{j}]")
-    elif kind == mo.SINGLE:
-        _check_labels(est.classes_, "classes_")
-
-
-def _check_regressor(est: Any) -> None:
-    n = est.n_outputs_
-    if not _is_int(n) or n < 1:
-        raise ValueError(f"n_outputs_={n!r} must be an integer >= 1")
-    for name in ("target_mean_", "target_scale_"):
-        v = getattr(est, name)
-        if not isinstance(v, np.ndarray) or v.dtype.kind != "f" or v.shape != (n,):
-            raise ValueError(f"{name} must be a float array of shape ({n},)")
-        if not np.all(np.isfinite(v)):
-            raise ValueError(f"{name} must be finite")
-    if not np.all(est.target_scale_ > 0):
-        raise ValueError("target_scale_ must be positive")
-    if est._y_ndim not in (1, 2) or isinstance(est._y_ndim, bool):
-        raise ValueError(f"_y_ndim={est._y_ndim!r} must be 1 or 2")
-    if est._y_ndim == 1 and n != 1:
-        raise ValueError("_y_ndim=1 needs n_outputs_=1")
-    if hasattr(est, "_objective"):  # files from before objectives are squared_error
-        check_scaling(Regression.from_attributes(est).objective, est.target_mean_, n)
+def _check_target(est: Any) -> None:
+    """The fitted target attributes: the kind's own check (single-output files from before
+    multi-output support have only ``classes_``; regressor files from before objectives have no
+    ``_objective``), then the target they make must survive its JSON round trip."""
+    kind = kind_of(est)  # the class default ("single") when a classifier file has none
+    kind.check_attributes(est)
+    target = target_of(est)
+    doc = target.to_json()
+    if target_from_json(doc).to_json() != doc:
+        raise ValueError(f"the fitted target does not survive its JSON round trip: {doc!r}")
 
 
 register_estimator(
     TabNetClassifier,
     attributes=("classes_", "n_outputs_", "_target_kind", "mean_label_count_"),
-    check=_check_classifier,
+    check=_check_target,
     optional=("n_outputs_", "_target_kind", "mean_label_count_"),
 )
 register_estimator(TabNetPretrainer, attributes=(), check=lambda est: None)
 register_estimator(
     TabNetRegressor,
     attributes=("n_outputs_", "target_mean_", "target_scale_", "_y_ndim", "_objective"),
-    check=_check_regressor,
+    check=_check_target,
     optional=("_objective",),
 )
 

@@ -193,7 +193,8 @@ class TabNetSupervised(TabNetBase):
         raise NotImplementedError
 
     def _target(self) -> Target:
-        """The target the last fit learned (read from the fitted attributes)."""
+        """The target the last fit learned (read from the fitted attributes); export takes it
+        from here (duck typing) for the served output and the spec."""
         return target_of(self)
 
     def _prepare_target(self, y: Any, *, fitting: bool) -> np.ndarray:

@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 from sklearn.base import RegressorMixin
 from sklearn.utils.validation import check_is_fitted
-from torch import nn
 
 from tabsparse._compat import Interval, StrOptions
 from tabsparse.estimators._supervised import TabNetSupervised
@@ -228,16 +227,6 @@ class TabNetRegressor(RegressorMixin, TabNetSupervised):
         :func:`sklearn.metrics.d2_pinball_score`."""
         check_is_fitted(self)
         return self._target().score(y, self.predict(X), sample_weight)
-
-    def _serving_head(self) -> nn.Module:
-        """The output transform export traces after the network (link, scale, sorting)."""
-        check_is_fitted(self)
-        return self._target().serving_head()
-
-    def _export_target_spec(self) -> dict[str, Any]:
-        """The ``target`` entry of the export spec (scaling, loss, link, quantiles)."""
-        check_is_fitted(self)
-        return self._target().export_spec()
 
     def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
         tags = super().__sklearn_tags__()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -30,43 +29,24 @@ class _Serving(nn.Module):
     ----------
     network : TabNet
         A private, eval-mode float32 CPU copy with branch-free attention.
-    task : {"classification", "regression"}
-    target_mean, target_scale : array-like or None
-        The regressor's target standardisation (float64).
+    head : nn.Module
+        The target's output transform (its ``serving_head()``): raw network outputs to the
+        served output (softmax probabilities; a regressor's link, scale and sorted quantiles).
     masks : bool
         Also return the column masks and the per-row importances.
-    head : nn.Module or None
-        The regressor's output transform (``estimator._serving_head()``: link, scale, sorted
-        quantiles); None: the affine ``target_mean`` / ``target_scale``.
     """
 
     cardinality: torch.Tensor
-    target_mean: torch.Tensor
-    target_scale: torch.Tensor
 
-    def __init__(
-        self,
-        network: TabNet,
-        *,
-        task: str,
-        target_mean: Any,
-        target_scale: Any,
-        masks: bool,
-        head: nn.Module | None = None,
-    ) -> None:
+    def __init__(self, network: TabNet, *, head: nn.Module, masks: bool) -> None:
         super().__init__()
         self.head = head
         self.network = network
-        self.task = task
         self.masks = masks
         self.n_numeric = int(network.inputs.n_numeric)
         self.n_categorical = int(network.inputs.n_categorical)
         cards = torch.as_tensor(network.inputs.cardinalities or [CODE_OFFSET], dtype=torch.int64)
         self.register_buffer("cardinality", cards.reshape(1, -1))
-        mean = torch.as_tensor(np.asarray(target_mean if target_mean is not None else [0.0]))
-        scale = torch.as_tensor(np.asarray(target_scale if target_scale is not None else [1.0]))
-        self.register_buffer("target_mean", mean.to(torch.float64).reshape(1, -1))
-        self.register_buffer("target_scale", scale.to(torch.float64).reshape(1, -1))
 
     def _run(
         self, numeric: torch.Tensor, codes: torch.Tensor
@@ -75,12 +55,7 @@ class _Serving(nn.Module):
             valid = (codes >= 0) & (codes < self.cardinality)
             codes = torch.where(valid, codes, torch.full_like(codes, CODE_UNSEEN))
         out = self.network(numeric, codes)
-        if self.task == "classification":
-            first = torch.softmax(out.logits.float(), dim=1)
-        elif self.head is not None:
-            first = self.head(out.logits)
-        else:
-            first = out.logits.to(torch.float64) * self.target_scale + self.target_mean
+        first = self.head(out.logits)
         if not self.masks:
             return first
         net = self.network
@@ -127,19 +102,16 @@ def _estimator_type(estimator: Any) -> str | None:
         return None
 
 
-def _target_kind(estimator: Any) -> str:
-    """The kind of target a classifier was fitted on (``"single"`` for one column of
-    classes); read from the estimator, whose layer owns the notion."""
-    kind = getattr(estimator, "_target_kind", "single")
-    return str(getattr(kind, "name", kind))
-
-
-def _check_estimator(estimator: Any) -> str:
-    """Return ``"classification"`` or ``"regression"``, or raise for anything else.
+def _check_estimator(estimator: Any) -> Any:
+    """Return the estimator's target object, or raise for anything else.
 
     Duck typing (serving does not import the estimators): a scikit-learn classifier or
-    regressor whose fitted ``network_`` is a :class:`~tabsparse.nn.TabNet` and which has the
-    fitted table encoder ``encoder_``."""
+    regressor whose fitted ``network_`` is a :class:`~tabsparse.nn.TabNet`, which has the
+    fitted table encoder ``encoder_`` and gives its target object with ``_target()``. The
+    target object (see ``tabsparse.estimators._targets``) refuses kinds that have no serving
+    spec (``check_exportable``: ``NotImplementedError``) and gives the task name
+    (``export_task``), the output transform (``serving_head()``) and the spec's target
+    sections (``export_sections()``)."""
     from sklearn.utils.validation import check_is_fitted
 
     task = _TASKS.get(_estimator_type(estimator) or "")
@@ -147,19 +119,15 @@ def _check_estimator(estimator: Any) -> str:
     if task is None:
         raise TypeError(wanted + type(estimator).__name__)
     check_is_fitted(estimator)
-    if not isinstance(getattr(estimator, "network_", None), TabNet) or not hasattr(
-        estimator, "encoder_"
+    if (
+        not isinstance(getattr(estimator, "network_", None), TabNet)
+        or not hasattr(estimator, "encoder_")
+        or not callable(getattr(estimator, "_target", None))
     ):
         raise TypeError(wanted + type(estimator).__name__)
-    kind = _target_kind(estimator)
-    if task == "classification" and kind != "single":
-        what = "multi-task" if kind == "multitask" else "multi-label"
-        raise NotImplementedError(
-            f"export supports single-output models only; this classifier was fitted on a {what} "
-            "target (its outputs, sliced per task or with a sparsemax over labels, have no "
-            "serving spec yet). Use tabsparse.save / tabsparse.load, or predict in Python."
-        )
-    return task
+    target = estimator._target()
+    target.check_exportable()
+    return target
 
 
 def serving_module(estimator: Any, *, masks: bool = False) -> nn.Module:
@@ -205,7 +173,7 @@ def _drop_empty_tensors(module: nn.Module) -> None:
 
 
 def _serving_module(estimator: Any, *, masks: bool) -> _Serving:
-    task = _check_estimator(estimator)
+    target = _check_estimator(estimator)
     network = copy.deepcopy(estimator.network_).cpu().float().eval()
     for attentive in network.encoder.attention:
         if not isinstance(attentive, AttentiveTransformer):  # pragma: no cover - defensive
@@ -220,13 +188,6 @@ def _serving_module(estimator: Any, *, masks: bool) -> _Serving:
         cls = _NumericOnly
     else:
         cls = _CodesOnly
-    module = cls(
-        network,
-        task=task,
-        target_mean=getattr(estimator, "target_mean_", None),
-        target_scale=getattr(estimator, "target_scale_", None),
-        masks=masks,
-        head=estimator._serving_head() if hasattr(estimator, "_serving_head") else None,
-    )
+    module = cls(network, head=target.serving_head(), masks=masks)
     module.requires_grad_(False)
     return module.eval()

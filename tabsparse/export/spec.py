@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from typing import Any, Literal
-
-import numpy as np
 
 from tabsparse.data import CODE_MISSING, CODE_OFFSET, CODE_UNSEEN
 from tabsparse.export.serving import _check_estimator
@@ -66,23 +63,6 @@ def spec_path(path: str | os.PathLike[str]) -> Path:
     return p.with_name(p.name + ".json")
 
 
-def _json_label(value: Any) -> tuple[Any, str]:
-    """A class label as a JSON scalar and its type name."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, bool):
-        return value, "bool"
-    if isinstance(value, int):
-        return value, "int"
-    if isinstance(value, float):
-        if math.isfinite(value):
-            return value, "float"
-        return str(value), "str"
-    if isinstance(value, str):
-        return value, "str"
-    return str(value), "str"
-
-
 def export_spec(
     estimator: Any, *, format: ExportFormat = "onnx", masks: bool = False
 ) -> dict[str, Any]:
@@ -102,7 +82,8 @@ def export_spec(
     dict
         See ``docs/deployment.md`` for every key. ``json.dumps`` accepts it.
     """
-    task = _check_estimator(estimator)
+    target = _check_estimator(estimator)
+    task = target.export_task
     if format not in _FORMATS:
         raise ValueError(f"format must be one of {list(_FORMATS)}, got {format!r}")
     from tabsparse import __version__
@@ -162,44 +143,8 @@ def export_spec(
         )
 
     n_features = len(names)
-    outputs: list[dict[str, Any]] = []
-    target: dict[str, Any] | None = None
-    classes: list[Any] | None = None
-    class_types: list[str] | None = None
-    if task == "classification":
-        labels = [_json_label(v) for v in estimator.classes_.tolist()]
-        classes = [v for v, _ in labels]
-        class_types = [t for _, t in labels]
-        outputs.append(
-            {
-                "name": "probabilities",
-                "dtype": "float32",
-                "shape": ["batch", len(classes)],
-                "description": "class probabilities in the order of 'classes'; rows sum to 1",
-            }
-        )
-    else:
-        n_out = int(estimator.n_outputs_)
-        target = {
-            "n_outputs": n_out,
-            "ndim": int(estimator._y_ndim),
-            "mean": [float(v) for v in estimator.target_mean_],
-            "scale": [float(v) for v in estimator.target_scale_],
-        }
-        if hasattr(estimator, "_export_target_spec"):  # adds loss, link and quantiles
-            target = estimator._export_target_spec()
-            if target["quantiles"] is not None:  # one column per quantile
-                n_out = len(target["quantiles"])
-        outputs.append(
-            {
-                "name": "predictions",
-                "dtype": "float64",
-                "shape": ["batch", n_out],
-                "description": "predictions on the original target scale (column 0 is the "
-                "prediction when the model was fitted on a 1-D target; one column per entry of "
-                "'target.quantiles' when that is a list)",
-            }
-        )
+    sections = target.export_sections()
+    outputs: list[dict[str, Any]] = [sections["outputs"]]
     if masks:
         outputs.append(
             {
@@ -242,8 +187,8 @@ def export_spec(
             "out_of_range_codes": "treated as unseen (1) inside the model",
             "rules": list(_MATCHING_RULES),
         },
-        "classes": classes,
-        "class_types": class_types,
-        "target": target,
+        "classes": sections["classes"],
+        "class_types": sections["class_types"],
+        "target": sections["target"],
         "encoder": state,
     }

@@ -41,12 +41,17 @@ Interface of a target object ``t`` (every kind):
   sees it; ``t.score(y, y_pred, sample_weight)``: the estimator's default ``score``.
 * ``t.attributes() -> dict``: the estimator's fitted attributes that hold the learned state
   (``classes_``, ``n_outputs_``, ...); :func:`target_of` reads them back from an estimator.
+* ``Kind.from_attributes(estimator)``; ``Kind.check_attributes(estimator)``: ``ValueError``
+  when an estimator's fitted target attributes (from a model file) are not a target of this
+  kind (:func:`kind_of` tells the kind of a fitted estimator).
 * ``t.to_json() -> dict`` (plain JSON, ``"kind"`` included); :func:`target_from_json` reverses
   it and checks it.
 * export: ``t.export_task`` (``"classification"`` or ``"regression"``),
   ``t.check_exportable()`` (``NotImplementedError`` for kinds without a serving spec),
-  ``t.serve(logits)`` (the served output, traceable torch) and ``t.export_spec()`` (the
-  target part of the serving spec).
+  ``t.serve(logits)`` (the served output, traceable torch), ``t.serving_head()`` (the same as
+  a module, which export traces), ``t.export_spec()`` (the target part of the serving spec)
+  and ``t.export_sections()`` (the spec's ``outputs``, ``classes``, ``class_types`` and
+  ``target`` entries).
 """
 
 from __future__ import annotations
@@ -73,6 +78,7 @@ __all__ = [
     "SparsemaxMultiLabel",
     "Target",
     "classification_kind",
+    "kind_of",
     "labels_1d",
     "target_from_json",
     "target_of",
@@ -92,9 +98,10 @@ def classification_kind(y: Any, multilabel_loss: str) -> type[Target]:
     }[kind]
 
 
-_KINDS: dict[str, type[Target]] = {
-    k.name: k for k in (ClassLabels, SparsemaxMultiLabel, BCEMultiLabel, MultiTask, Regression)
+_CLASSIFIER_KINDS: dict[str, type[Target]] = {
+    k.name: k for k in (ClassLabels, SparsemaxMultiLabel, BCEMultiLabel, MultiTask)
 }
+_KINDS: dict[str, type[Target]] = {**_CLASSIFIER_KINDS, Regression.name: Regression}
 
 
 def target_from_json(doc: Any) -> Target:
@@ -108,17 +115,15 @@ def target_of(estimator: Any) -> Target:
     """The target a fitted estimator learned, from its fitted attributes (:meth:`Target.
     attributes`). A classifier without ``_target_kind`` (model files from before multi-output
     support) has a single column of labels; a regressor is told by its ``target_mean_``."""
+    return kind_of(estimator).from_attributes(estimator)
+
+
+def kind_of(estimator: Any) -> type[Target]:
+    """The kind of target a fitted estimator learned, told as :func:`target_of` tells it
+    (``ValueError`` for an unknown ``_target_kind``)."""
     if hasattr(estimator, "target_mean_"):
-        return Regression.from_attributes(estimator)
+        return Regression
     kind = getattr(estimator, "_target_kind", ClassLabels.name)
-    if kind == ClassLabels.name:
-        return ClassLabels(estimator.classes_)
-    if kind == MultiTask.name:
-        return MultiTask(list(estimator.classes_))
-    if kind == SparsemaxMultiLabel.name:
-        return SparsemaxMultiLabel(
-            int(estimator.n_outputs_), getattr(estimator, "mean_label_count_", 1.0)
-        )
-    if kind == BCEMultiLabel.name:
-        return BCEMultiLabel(int(estimator.n_outputs_))
-    raise ValueError(f"_target_kind={kind!r} must be one of {list(_KINDS)}")
+    if kind not in _CLASSIFIER_KINDS:
+        raise ValueError(f"_target_kind={kind!r} must be one of {list(_CLASSIFIER_KINDS)}")
+    return _CLASSIFIER_KINDS[kind]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 import numpy as np
@@ -9,10 +10,22 @@ import torch
 from sklearn.metrics import accuracy_score
 from sklearn.utils import column_or_1d
 from sklearn.utils.validation import check_array
+from torch import nn
 
+from tabsparse.io._values import is_int
 from tabsparse.training import LossFn
 
-__all__ = ["Target", "int_field", "labels_1d", "labels_from_json", "labels_to_json"]
+__all__ = [
+    "ServeHead",
+    "Target",
+    "check_labels",
+    "check_n_outputs",
+    "int_field",
+    "json_label",
+    "labels_1d",
+    "labels_from_json",
+    "labels_to_json",
+]
 
 
 class Target:
@@ -68,6 +81,17 @@ class Target:
     def attributes(self) -> dict[str, Any]:
         raise NotImplementedError
 
+    @classmethod
+    def from_attributes(cls, estimator: Any) -> Target:
+        """The target of a fitted estimator of this kind, from its :meth:`attributes`."""
+        raise NotImplementedError
+
+    @classmethod
+    def check_attributes(cls, estimator: Any) -> None:
+        """``ValueError`` (or ``TypeError``) when the estimator's fitted target attributes
+        (read from a model file) are not those of a target of this kind."""
+        raise NotImplementedError
+
     def to_json(self) -> dict[str, Any]:
         raise NotImplementedError
 
@@ -81,8 +105,29 @@ class Target:
     def serve(self, logits: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
+    def serving_head(self) -> nn.Module:
+        """The traceable module export runs after the network: :meth:`serve`."""
+        return ServeHead(self.serve)
+
     def export_spec(self) -> dict[str, Any]:
         raise NotImplementedError
+
+    def export_sections(self) -> dict[str, Any]:
+        """The serving spec's target sections: ``outputs`` (the description of the first
+        output, the served one), ``classes``, ``class_types`` and ``target`` (None where the
+        kind has none)."""
+        raise NotImplementedError
+
+
+class ServeHead(nn.Module):
+    """A target's :meth:`Target.serve` as a module (it holds no tensors)."""
+
+    def __init__(self, serve: Any) -> None:
+        super().__init__()
+        self.serve = serve
+
+    def forward(self, logits: torch.Tensor) -> torch.Tensor:
+        return self.serve(logits)  # type: ignore[no-any-return]
 
 
 # ---- JSON of label arrays -------------------------------------------------------------------
@@ -109,6 +154,46 @@ def labels_from_json(doc: Any, what: str) -> np.ndarray:
     if out.ndim != 1 or len(out) < 2 or len(np.unique(out.astype(str))) != len(out):
         raise ValueError(f"{what} must hold at least 2 distinct labels, got {values!r}")
     return out
+
+
+def json_label(value: Any) -> tuple[Any, str]:
+    """A class label as a JSON scalar and its type name (non-finite floats and other objects
+    become their string)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, bool):
+        return value, "bool"
+    if isinstance(value, int):
+        return value, "int"
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value, "float"
+        return str(value), "str"
+    if isinstance(value, str):
+        return value, "str"
+    return str(value), "str"
+
+
+def check_labels(classes: Any, what: str) -> None:
+    """``ValueError`` unless ``classes`` is a 1-D array of at least 2 distinct labels."""
+    if not isinstance(classes, np.ndarray) or classes.ndim != 1 or len(classes) < 2:
+        raise ValueError(f"{what} must be a 1-D array of at least 2 labels")
+    if classes.dtype.kind not in "biufUO":
+        raise ValueError(f"{what} has unsupported dtype {classes.dtype}")
+    if len(np.unique(classes)) != len(classes):
+        raise ValueError(f"{what} contains duplicates")
+
+
+def check_n_outputs(estimator: Any, kind: str, single: bool, mean_label_count: bool) -> int:
+    """A classifier's ``n_outputs_`` (1 when absent, as in files from before multi-output
+    support): an integer, 1 exactly for a single column; and ``mean_label_count_`` present
+    exactly when ``mean_label_count``."""
+    n = getattr(estimator, "n_outputs_", 1)
+    if not is_int(n) or n < 1 or (n == 1) != single:
+        raise ValueError(f"n_outputs_={n!r} does not fit a {kind} target")
+    if not mean_label_count and hasattr(estimator, "mean_label_count_"):
+        raise ValueError("mean_label_count_ belongs to sparsemax multi-label models only")
+    return int(n)
 
 
 def int_field(doc: dict[str, Any], name: str, low: int) -> int:

@@ -13,6 +13,9 @@ from sklearn.utils.multiclass import check_classification_targets
 import tabsparse.estimators._multioutput as mo
 from tabsparse.estimators._targets._base import (
     Target,
+    check_labels,
+    check_n_outputs,
+    json_label,
     labels_1d,
     labels_from_json,
     labels_to_json,
@@ -93,6 +96,15 @@ class ClassLabels(Target):
     def attributes(self) -> dict[str, Any]:
         return {"classes_": self.classes, "n_outputs_": 1, "_target_kind": self.name}
 
+    @classmethod
+    def from_attributes(cls, estimator: Any) -> ClassLabels:
+        return cls(estimator.classes_)
+
+    @classmethod
+    def check_attributes(cls, estimator: Any) -> None:
+        check_n_outputs(estimator, cls.name, single=True, mean_label_count=False)
+        check_labels(estimator.classes_, "classes_")
+
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.name, "classes": labels_to_json(self.classes)}
 
@@ -105,3 +117,17 @@ class ClassLabels(Target):
 
     def export_spec(self) -> dict[str, Any]:
         return {"classes": self.classes.tolist()}
+
+    def export_sections(self) -> dict[str, Any]:
+        labels = [json_label(v) for v in self.classes.tolist()]
+        return {
+            "outputs": {
+                "name": "probabilities",
+                "dtype": "float32",
+                "shape": ["batch", len(labels)],
+                "description": "class probabilities in the order of 'classes'; rows sum to 1",
+            },
+            "classes": [v for v, _ in labels],
+            "class_types": [t for _, t in labels],
+            "target": None,
+        }

@@ -15,6 +15,8 @@ import torch.nn.functional as F
 import tabsparse.estimators._multioutput as mo
 from tabsparse.estimators._targets._base import (
     Target,
+    check_labels,
+    check_n_outputs,
     int_field,
     labels_from_json,
     labels_to_json,
@@ -30,6 +32,7 @@ class _MultiColumn(Target):
     """A 2-D target of ``n_outputs`` columns."""
 
     n_outputs: int
+    described: ClassVar[str]  # the kind in the words of export's refusal
 
     def _columns(self, y: Any) -> list[np.ndarray]:
         if not mo.is_multi_column(y):
@@ -47,9 +50,9 @@ class _MultiColumn(Target):
             )
 
     def check_exportable(self) -> None:
-        what = "multi-task" if self.name == mo.MULTITASK else "multi-label"
         raise NotImplementedError(
-            f"export supports single-output models only; this classifier was fitted on a {what} "
+            "export supports single-output models only; this classifier was fitted on a "
+            f"{self.described} "
             "target (its outputs, sliced per task or with a sparsemax over labels, have no "
             "serving spec yet). Use tabsparse.save / tabsparse.load, or predict in Python."
         )
@@ -62,6 +65,10 @@ class _MultiColumn(Target):
         self.check_exportable()
         raise AssertionError  # pragma: no cover
 
+    def export_sections(self) -> dict[str, Any]:
+        self.check_exportable()
+        raise AssertionError  # pragma: no cover
+
 
 class MultiLabel(_MultiColumn):
     """A 0 / 1 indicator matrix ``(n_samples, n_labels)``; ``classes_`` is ``arange(n_labels)``.
@@ -69,6 +76,8 @@ class MultiLabel(_MultiColumn):
     least 0.5."""
 
     loss_name: ClassVar[str]
+    described = "multi-label"
+    has_mean_label_count: ClassVar[bool] = False
 
     def __init__(self, n_labels: int) -> None:
         self.n_outputs = n_labels
@@ -113,6 +122,24 @@ class MultiLabel(_MultiColumn):
             "_target_kind": self.name,
         }
 
+    @classmethod
+    def from_attributes(cls, estimator: Any) -> MultiLabel:
+        return cls(int(estimator.n_outputs_))
+
+    @classmethod
+    def check_attributes(cls, estimator: Any) -> None:
+        """``classes_`` is ``arange(n_outputs_)`` and ``multilabel_loss`` the fitted loss."""
+        n = check_n_outputs(
+            estimator, cls.name, single=False, mean_label_count=cls.has_mean_label_count
+        )
+        classes = estimator.classes_
+        if not isinstance(classes, np.ndarray) or classes.tolist() != list(range(n)):
+            raise ValueError(f"classes_ of a multi-label model must be arange({n})")
+        if estimator.multilabel_loss != cls.loss_name:
+            raise ValueError(
+                f"multilabel_loss={estimator.multilabel_loss!r} disagrees with {cls.name}"
+            )
+
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.name, "n_labels": self.n_outputs}
 
@@ -128,6 +155,7 @@ class SparsemaxMultiLabel(MultiLabel):
 
     name = mo.MULTILABEL_SPARSEMAX
     loss_name = "sparsemax"
+    has_mean_label_count = True
 
     def __init__(self, n_labels: int, mean_label_count: float = 1.0) -> None:
         super().__init__(n_labels)
@@ -156,6 +184,18 @@ class SparsemaxMultiLabel(MultiLabel):
 
     def attributes(self) -> dict[str, Any]:
         return {**super().attributes(), "mean_label_count_": self.mean_label_count}
+
+    @classmethod
+    def from_attributes(cls, estimator: Any) -> MultiLabel:
+        return cls(int(estimator.n_outputs_), getattr(estimator, "mean_label_count_", 1.0))
+
+    @classmethod
+    def check_attributes(cls, estimator: Any) -> None:
+        super().check_attributes(estimator)
+        n = estimator.n_outputs_
+        m = getattr(estimator, "mean_label_count_", None)
+        if not isinstance(m, float) or not 1.0 <= m <= n + 1:
+            raise ValueError(f"mean_label_count_={m!r} must be a float in [1, {n + 1}]")
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "mean_label_count": self.mean_label_count}
@@ -198,6 +238,7 @@ class MultiTask(_MultiColumn):
     ``classes_`` and ``predict_proba`` are lists with one array per task."""
 
     name = mo.MULTITASK
+    described = "multi-task"
 
     def __init__(self, classes: list[np.ndarray]) -> None:
         self.classes = classes
@@ -267,6 +308,18 @@ class MultiTask(_MultiColumn):
 
     def attributes(self) -> dict[str, Any]:
         return {"classes_": self.classes, "n_outputs_": self.n_outputs, "_target_kind": self.name}
+
+    @classmethod
+    def from_attributes(cls, estimator: Any) -> MultiTask:
+        return cls(list(estimator.classes_))
+
+    @classmethod
+    def check_attributes(cls, estimator: Any) -> None:
+        n = check_n_outputs(estimator, cls.name, single=False, mean_label_count=False)
+        if not isinstance(estimator.classes_, list) or len(estimator.classes_) != n:
+            raise ValueError(f"classes_ of a multi-task model must be a list of {n} arrays")
+        for j, classes in enumerate(estimator.classes_):
+            check_labels(classes, f"classes_[{j}]")
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.name, "classes": [labels_to_json(c) for c in self.classes]}

@@ -33,6 +33,7 @@ from sklearn.utils.validation import check_array
 from torch import nn
 
 from tabsparse.estimators._targets._base import Target
+from tabsparse.io._values import is_int
 from tabsparse.losses import gamma_deviance, pinball_loss, poisson_deviance, tweedie_deviance
 from tabsparse.training import LossFn
 
@@ -337,6 +338,29 @@ class Regression(Target):
         objective = None if doc is None else Objective.from_json(doc)
         return cls(estimator.target_mean_, estimator.target_scale_, estimator._y_ndim, objective)
 
+    @classmethod
+    def check_attributes(cls, estimator: Any) -> None:
+        """Finite float scalings of shape ``(n_outputs_,)``, a positive scale, ``_y_ndim`` 1 or
+        2, and an ``_objective`` (squared_error when absent) that fits the scaling."""
+        n = estimator.n_outputs_
+        if not is_int(n) or n < 1:
+            raise ValueError(f"n_outputs_={n!r} must be an integer >= 1")
+        for name in ("target_mean_", "target_scale_"):
+            v = getattr(estimator, name)
+            if not isinstance(v, np.ndarray) or v.dtype.kind != "f" or v.shape != (n,):
+                raise ValueError(f"{name} must be a float array of shape ({n},)")
+            if not np.all(np.isfinite(v)):
+                raise ValueError(f"{name} must be finite")
+        if not np.all(estimator.target_scale_ > 0):
+            raise ValueError("target_scale_ must be positive")
+        ndim = estimator._y_ndim
+        if ndim not in (1, 2) or isinstance(ndim, bool):
+            raise ValueError(f"_y_ndim={ndim!r} must be 1 or 2")
+        if ndim == 1 and n != 1:
+            raise ValueError("_y_ndim=1 needs n_outputs_=1")
+        if hasattr(estimator, "_objective"):  # files from before objectives are squared_error
+            check_scaling(cls.from_attributes(estimator).objective, estimator.target_mean_, n)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "kind": self.name,
@@ -387,6 +411,22 @@ class Regression(Target):
             "loss": self.objective.loss,
             "link": "log" if self.objective.log_link else "identity",
             "quantiles": None if qs is None else list(qs),
+        }
+
+    def export_sections(self) -> dict[str, Any]:
+        qs = self.objective.quantiles
+        return {
+            "outputs": {
+                "name": "predictions",
+                "dtype": "float64",
+                "shape": ["batch", self.n_outputs if qs is None else len(qs)],
+                "description": "predictions on the original target scale (column 0 is the "
+                "prediction when the model was fitted on a 1-D target; one column per entry of "
+                "'target.quantiles' when that is a list)",
+            },
+            "classes": None,
+            "class_types": None,
+            "target": self.export_spec(),
         }
 
 
