@@ -164,7 +164,7 @@ def linear_bn(
 
 def _half_scale(c: int, dtype: torch.dtype, device: torch.device) -> Tensor:
     """``(c,)``: ``sqrt(0.5)`` on the GLU's linear half, 1 on its gate. Cached: read only."""
-    return _outside_inference_mode(_half_scale_cached, c, dtype, device)
+    return _constant(_make_half_scale, c, dtype, device)
 
 
 def residual_scale(
@@ -173,32 +173,39 @@ def residual_scale(
     """``(2m, c)`` factors of the batch-norm weights (rows ``0..m-1``) and biases (rows
     ``m..2m-1``) of ``m`` GLU layers: :func:`_half_scale` for a residual layer, else ones.
     Cached: read only."""
-    return _outside_inference_mode(_residual_scale_cached, residual, c, dtype, device)
+    return _constant(_make_residual_scale, residual, c, dtype, device)
 
 
-def _outside_inference_mode(fn: Callable[..., Tensor], *args: Any) -> Tensor:
-    """``fn(*args)`` for a cached constant: made outside inference mode, so that a constant
-    first needed by a prediction (``torch.inference_mode``) can later be saved for a training
-    step's backward (inference tensors cannot be)."""
-    if not torch.compiler.is_compiling() and torch.is_inference_mode_enabled():
+def _constant(make: Callable[..., Tensor], *args: Any) -> Tensor:
+    """``make(*args)``, cached per arguments. Never cached while ``torch.export`` or
+    ``torch.compile`` traces (the cache would keep the tracer's placeholder tensor for later
+    eager calls), and made outside inference mode (so that a constant first needed by a
+    prediction under ``torch.inference_mode`` can later be saved for a training step's
+    backward, which inference tensors cannot)."""
+    if torch.compiler.is_compiling():
+        return make(*args)
+    if torch.is_inference_mode_enabled():
         with torch.inference_mode(False):
-            return fn(*args)
-    return fn(*args)
+            return _cached(make, *args)
+    return _cached(make, *args)
 
 
-@functools.lru_cache(maxsize=64)
-def _half_scale_cached(c: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+@functools.lru_cache(maxsize=128)
+def _cached(make: Callable[..., Tensor], *args: Any) -> Tensor:
+    return make(*args)
+
+
+def _make_half_scale(c: int, dtype: torch.dtype, device: torch.device) -> Tensor:
     scale = torch.ones(c, dtype=dtype, device=device)
     scale[: c // 2] = SQRT_HALF
     return scale
 
 
-@functools.lru_cache(maxsize=64)
-def _residual_scale_cached(
+def _make_residual_scale(
     residual: tuple[bool, ...], c: int, dtype: torch.dtype, device: torch.device
 ) -> Tensor:
     ones = torch.ones(c, dtype=dtype, device=device)
-    half = _half_scale_cached(c, dtype, device)
+    half = _make_half_scale(c, dtype, device)
     rows = [half if res else ones for res in residual]
     return torch.stack(rows + rows)
 
