@@ -7,8 +7,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from data_helpers import assert_same_encoding
 
-from tabsparse.data import EncodedTable, TableEncoder, as_pandas
+from tabsparse.data import TableEncoder, as_pandas
 
 pl = pytest.importorskip("polars")
 pa = pytest.importorskip("pyarrow")
@@ -44,11 +45,6 @@ def pandas_frame() -> pd.DataFrame:
             "null": pd.Series([None, None, None, None], dtype=object),
         }
     )
-
-
-def assert_same_encoding(a: EncodedTable, b: EncodedTable) -> None:
-    np.testing.assert_array_equal(a.numeric, b.numeric)
-    np.testing.assert_array_equal(a.codes, b.codes)
 
 
 def assert_same_fit(a: TableEncoder, b: TableEncoder, rtol: float = 0.0) -> None:

@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from data_helpers import assert_same_encoding
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tabsparse.data import (
-    EncodedTable,
     EncoderNotFittedError,
     TableEncoder,
 )
@@ -23,11 +23,6 @@ from tabsparse.nn.inputs import TabularInput
 # --------------------------------------------------------------------------------------
 # Statistics and streaming
 # --------------------------------------------------------------------------------------
-
-
-def assert_same_encoding(a: EncodedTable, b: EncodedTable) -> None:
-    np.testing.assert_array_equal(a.numeric, b.numeric)
-    np.testing.assert_array_equal(a.codes, b.codes)
 
 
 def test_numeric_statistics() -> None:
