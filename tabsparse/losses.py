@@ -14,11 +14,12 @@ function ``0`` if ``t >= 1``, ``-t`` if ``t <= -1`` and ``(t - 1)**2 / 4`` other
 It is evaluated through the equivalent, shift-invariant form
 ``(p - q)^T (z - max z) - |p|^2 / 2 + |q|^2 / 2`` with ``p = sparsemax(z)``.
 
-The regression losses at the end (:func:`poisson_deviance`, :func:`gamma_deviance`,
-:func:`tweedie_deviance`, :func:`pinball_loss`) return one value per row, the mean over the
-row's columns; the deviances take the raw output ``eta`` of a log link (the mean is
-``exp(eta)``) and equal scikit-learn's ``mean_*_deviance`` of ``exp(eta)`` (the unit deviance
-with its factor 2).
+:func:`smoothed_cross_entropy` is the softmax cross-entropy of a single-label classifier, with
+label smoothing (Szegedy et al., 2016). The regression losses at the end
+(:func:`poisson_deviance`, :func:`gamma_deviance`, :func:`tweedie_deviance`,
+:func:`pinball_loss`) return one value per row, the mean over the row's columns; the
+deviances take the raw output ``eta`` of a log link (the mean is ``exp(eta)``) and equal
+scikit-learn's ``mean_*_deviance`` of ``exp(eta)`` (the unit deviance with its factor 2).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tabsparse.sparsemax import _forward as _sparse_forward
@@ -36,6 +38,7 @@ __all__ = [
     "gamma_deviance",
     "pinball_loss",
     "poisson_deviance",
+    "smoothed_cross_entropy",
     "sparsemax_loss",
     "tweedie_deviance",
 ]
@@ -253,6 +256,42 @@ class SparsemaxLoss(nn.Module):
     def extra_repr(self) -> str:
         """Describe the module configuration."""
         return f"reduction={self.reduction!r}, dim={self.dim}"
+
+
+def smoothed_cross_entropy(logits: Tensor, target: Tensor, label_smoothing: float = 0.0) -> Tensor:
+    """Per-row softmax cross-entropy against a smoothed one-hot target.
+
+    For logits ``z`` of ``k`` classes, true class ``c`` and smoothing ``eps`` the target puts
+    ``1 - eps + eps / k`` on ``c`` and ``eps / k`` on every other class:
+
+    .. math::
+
+        L(z; c) = -(1 - \\varepsilon) \\log p_c - \\tfrac{\\varepsilon}{k} \\sum_j \\log p_j,
+        \\qquad p = \\operatorname{softmax}(z).
+
+    At ``eps = 0`` this is the plain cross-entropy (computed by the very same call, so a fit
+    without smoothing is unchanged). The smoothing term pulls the logits of a row towards each
+    other, so the loss no longer rewards ever larger margins on rows already classified right.
+
+    Parameters
+    ----------
+    logits : Tensor
+        Scores of shape ``(n, k)``.
+    target : Tensor
+        Integer class indices of shape ``(n,)``.
+    label_smoothing : float in [0, 1), default 0
+        ``eps`` above.
+
+    Returns
+    -------
+    Tensor
+        The loss of each row, shape ``(n,)``.
+    """
+    if not 0.0 <= label_smoothing < 1.0:
+        raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing!r}")
+    if label_smoothing == 0.0:
+        return F.cross_entropy(logits, target, reduction="none")
+    return F.cross_entropy(logits, target, reduction="none", label_smoothing=label_smoothing)
 
 
 # ---- regression losses (one value per row) -------------------------------------------------------

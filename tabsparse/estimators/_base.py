@@ -167,6 +167,10 @@ class TabNetBase(BaseEstimator):
         """The validation score early stopping watches; None: the validation loss."""
         return None
 
+    def _adam_betas(self) -> tuple[float, float]:
+        """AdamW's ``(beta1, beta2)`` for the fit."""
+        return (0.9, 0.999)
+
     def _target_tensor(self, y: np.ndarray, device: torch.device) -> torch.Tensor:
         raise NotImplementedError  # estimators without a target never pass one
 
@@ -239,6 +243,7 @@ class TabNetBase(BaseEstimator):
                 batch_size=self._training_batch_size(len(train)),
                 learning_rate=self.learning_rate,
                 weight_decay=self.weight_decay,
+                adam_betas=self._adam_betas(),
                 lr_schedule=self.lr_schedule,
                 ema_decay=self.ema_decay,
                 lambda_sparse=self.lambda_sparse,

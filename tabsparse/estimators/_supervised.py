@@ -15,6 +15,7 @@ import math
 import os
 import sys
 import warnings
+from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,7 @@ import torch
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from tabsparse._compat import HasMethods, StrOptions
+from tabsparse._compat import HasMethods, Interval, StrOptions
 from tabsparse.data import EncodedTable, TableEncoder
 from tabsparse.distributed import broadcast_int, detect
 from tabsparse.estimators._base import (
@@ -57,6 +58,7 @@ class TabNetSupervised(TabNetBase):
     _parameter_constraints: dict[str, list[Any]] = {
         **TabNetBase._parameter_constraints,
         "scoring": [str, callable, None],
+        "beta_2": [Interval(Real, 0.0, 1.0, closed="left")],
         "distributed": [StrOptions({"auto"}), "boolean"],
         "pretrained": [HasMethods(["fit", "transform"]), None],  # a fitted TabNetPretrainer
     }
@@ -80,6 +82,7 @@ class TabNetSupervised(TabNetBase):
         max_epochs: int = 200,
         learning_rate: float = 0.02,
         weight_decay: float = 0.0,
+        beta_2: float = 0.999,
         lr_schedule: str = "cosine",
         ema_decay: float | None = None,
         early_stopping: str | bool = "auto",
@@ -116,6 +119,7 @@ class TabNetSupervised(TabNetBase):
         self.max_epochs = max_epochs
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
+        self.beta_2 = beta_2
         self.lr_schedule = lr_schedule
         self.ema_decay = ema_decay
         self.early_stopping = early_stopping
@@ -222,6 +226,9 @@ class TabNetSupervised(TabNetBase):
 
     def _outputs_from_logits(self, logits: torch.Tensor) -> dict[str, Any]:
         return self._target().outputs(logits)
+
+    def _adam_betas(self) -> tuple[float, float]:
+        return (0.9, float(self.beta_2))
 
     def _score_fn(self) -> ScoreFn | None:
         if self.scoring in (None, "loss"):

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import os
+from numbers import Real
 from typing import Any
 
 import numpy as np
+import torch
 from sklearn.base import ClassifierMixin
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.validation import check_is_fitted
 
 import tabsparse.estimators._multioutput as mo
-from tabsparse._compat import StrOptions
+from tabsparse._compat import Interval, StrOptions
 from tabsparse.estimators._supervised import TabNetSupervised
 from tabsparse.estimators._targets import (
     ClassLabels,
@@ -20,6 +22,8 @@ from tabsparse.estimators._targets import (
     classification_kind,
     labels_1d,
 )
+from tabsparse.losses import smoothed_cross_entropy
+from tabsparse.training import LossFn
 
 
 class TabNetClassifier(ClassifierMixin, TabNetSupervised):
@@ -60,6 +64,9 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
     learning_rate : float, default=0.02
     weight_decay : float, default=0.0
         AdamW weight decay.
+    beta_2 : float in [0, 1), default=0.999
+        AdamW's decay rate of the squared-gradient average (its ``beta1`` is 0.9). A
+        training setting: not part of a model file's predictions or of an export.
     lr_schedule : {"cosine", "onecycle", "exponential", "constant", "plateau"}, default="cosine"
         "cosine" anneals to 0 over ``max_epochs``; "plateau" keeps the rate until the validation
         score stalls and then divides it by 5 after every ``0.4 * n_iter_no_change`` epochs
@@ -110,6 +117,12 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         of labels of a training row (``mean_label_count_``). "bce": independent sigmoids with
         the binary cross-entropy. Either way ``predict`` keeps the labels with a probability of
         at least 0.5. See the user guide, "Multi-label and multi-task".
+    label_smoothing : float in [0, 1), default=0.0
+        For one column of class labels: the cross-entropy's target puts ``1 - label_smoothing``
+        on the true class and spreads ``label_smoothing`` evenly over all classes
+        (:func:`tabsparse.losses.smoothed_cross_entropy`); the validation loss early stopping
+        watches is smoothed alike. Multi-label and multi-task targets keep their losses. A
+        training setting: export serves the fitted network as it is.
     device : "auto", "cpu", "cuda" or "cuda:N", default="auto"
     compile : bool, "auto" or a torch.compile mode, default="auto"
         ``torch.compile`` the training step (forward, loss and backward as one graph). "auto"
@@ -191,6 +204,7 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         **TabNetSupervised._parameter_constraints,
         "class_weight": [dict, list, StrOptions({"balanced"}), None],
         "multilabel_loss": [StrOptions({"sparsemax", "bce"})],
+        "label_smoothing": [Interval(Real, 0.0, 1.0, closed="left")],
     }
 
     # The kind of target of the last fit (a ``Target.name``, see ``_targets``); a class attribute
@@ -218,6 +232,7 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         max_epochs: int = 200,
         learning_rate: float = 0.02,
         weight_decay: float = 0.0,
+        beta_2: float = 0.999,
         lr_schedule: str = "cosine",
         ema_decay: float | None = None,
         early_stopping: str | bool = "auto",
@@ -231,6 +246,7 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         grouped_features: list[list[int]] | None = None,
         class_weight: dict[Any, float] | list[dict[Any, float]] | str | None = None,
         multilabel_loss: str = "sparsemax",
+        label_smoothing: float = 0.0,
         device: str = "auto",
         compile: bool | str = "auto",
         random_state: int | np.random.RandomState | None = None,
@@ -257,6 +273,7 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
             max_epochs=max_epochs,
             learning_rate=learning_rate,
             weight_decay=weight_decay,
+            beta_2=beta_2,
             lr_schedule=lr_schedule,
             ema_decay=ema_decay,
             early_stopping=early_stopping,
@@ -281,6 +298,7 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         )
         self.class_weight = class_weight
         self.multilabel_loss = multilabel_loss
+        self.label_smoothing = label_smoothing
 
     def fit(
         self,
@@ -345,6 +363,20 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
 
     def _target_kind_for(self, y: Any) -> type[Target]:
         return classification_kind(y, self.multilabel_loss)
+
+    def _loss_fn(self) -> LossFn:
+        """The target's loss; for one column of class labels the cross-entropy with
+        ``label_smoothing`` (:func:`tabsparse.losses.smoothed_cross_entropy`)."""
+        target = self._target()
+        # getattr: classifiers pickled before label_smoothing existed
+        smoothing = float(getattr(self, "label_smoothing", 0.0))
+        if not isinstance(target, ClassLabels) or smoothing == 0.0:
+            return target.loss()
+
+        def cross_entropy(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return smoothed_cross_entropy(logits, y, smoothing)
+
+        return cross_entropy
 
     def predict_proba(self, X: Any) -> Any:
         """Class probabilities, shape (n_samples, n_classes), in the order of ``classes_``.

@@ -20,10 +20,11 @@ from tabsparse.estimators._targets._regression import LOSSES, Objective
 class TabNetRegressor(RegressorMixin, TabNetSupervised):
     """TabNet regressor (Arik & Pfister) with sparsemax attention.
 
-    Takes the parameters of :class:`tabsparse.TabNetClassifier` (without ``class_weight`` and
-    ``multilabel_loss``) and the loss parameters below. Predictions are returned on the
-    original scale of ``y``; a 1-D ``y`` gives 1-D predictions, a 2-D ``y`` gives
-    ``(n_samples, n_outputs)``, several quantiles give ``(n_samples, n_quantiles)``.
+    Takes the parameters of :class:`tabsparse.TabNetClassifier` (without ``class_weight``,
+    ``multilabel_loss`` and ``label_smoothing``) and the loss parameters below. Predictions
+    are returned on the original scale of ``y``; a 1-D ``y`` gives 1-D predictions, a 2-D
+    ``y`` gives ``(n_samples, n_outputs)``, several quantiles give ``(n_samples,
+    n_quantiles)``.
 
     Parameters
     ----------
@@ -108,6 +109,7 @@ class TabNetRegressor(RegressorMixin, TabNetSupervised):
         max_epochs: int = 200,
         learning_rate: float = 0.02,
         weight_decay: float = 0.0,
+        beta_2: float = 0.999,
         lr_schedule: str = "cosine",
         ema_decay: float | None = None,
         early_stopping: str | bool = "auto",
@@ -149,6 +151,7 @@ class TabNetRegressor(RegressorMixin, TabNetSupervised):
             max_epochs=max_epochs,
             learning_rate=learning_rate,
             weight_decay=weight_decay,
+            beta_2=beta_2,
             lr_schedule=lr_schedule,
             ema_decay=ema_decay,
             early_stopping=early_stopping,

@@ -60,20 +60,21 @@ class TrainConfig:
     """Settings of one :meth:`Trainer.fit` (the estimators fill it from their parameters).
 
     ``max_epochs`` epochs at most of ``batch_size`` rows per optimiser step (AdamW with
-    ``learning_rate`` and ``weight_decay``, gradients clipped to norm ``clip_grad_norm``), the
-    rate following ``lr_schedule`` (one of :data:`LR_SCHEDULES`); the objective adds
-    ``lambda_sparse`` times the network's sparsity loss. With validation data, the fit stops after
-    ``n_iter_no_change`` epochs whose score did not beat the best by more than ``tol`` (None:
-    never early). ``seed`` seeds the shuffling; ``verbose >= 2`` logs every epoch; ``amp`` runs
-    the forward pass in bfloat16 autocast. With ``checkpoint_dir``, a checkpoint is written every
-    ``checkpoint_every`` epochs, carrying ``checkpoint_meta`` (a resume with other meta is
-    refused).
+    ``learning_rate``, ``adam_betas`` and ``weight_decay``, gradients clipped to norm
+    ``clip_grad_norm``), the rate following ``lr_schedule`` (one of :data:`LR_SCHEDULES`); the
+    objective adds ``lambda_sparse`` times the network's sparsity loss. With validation data,
+    the fit stops after ``n_iter_no_change`` epochs whose score did not beat the best by more
+    than ``tol`` (None: never early). ``seed`` seeds the shuffling; ``verbose >= 2`` logs every
+    epoch; ``amp`` runs the forward pass in bfloat16 autocast. With ``checkpoint_dir``, a
+    checkpoint is written every ``checkpoint_every`` epochs, carrying ``checkpoint_meta`` (a
+    resume with other meta is refused).
     """
 
     max_epochs: int = 100
     batch_size: int = 1024
     learning_rate: float = 0.02
     weight_decay: float = 0.0
+    adam_betas: tuple[float, float] = (0.9, 0.999)  # AdamW's (beta1, beta2)
     lr_schedule: str = "cosine"
     lambda_sparse: float = 1e-3
     clip_grad_norm: float | None = 1.0
@@ -300,6 +301,7 @@ class Trainer:
         return AdamW(
             self.network.parameters(),
             lr=cfg.learning_rate,
+            betas=cfg.adam_betas,
             weight_decay=cfg.weight_decay,
             flat=self.dist is None,
         )
