@@ -1,4 +1,5 @@
-"""Tests of tabsparse.losses: the sparsemax loss of Martins & Astudillo (2016)."""
+"""Tests of tabsparse.losses: the sparsemax loss of Martins & Astudillo (2016) and the
+label-smoothed cross-entropy."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tabsparse.losses import SparsemaxLoss, sparsemax_loss
+from tabsparse.losses import SparsemaxLoss, smoothed_cross_entropy, sparsemax_loss
 from tabsparse.sparsemax import sparsemax
 
 
@@ -258,3 +259,33 @@ def test_cuda() -> None:
     assert zc.grad is not None
     expected = (sparsemax(z) - torch.nn.functional.one_hot(y, 6).double()) / 32
     torch.testing.assert_close(zc.grad.cpu(), expected)
+
+
+def test_smoothed_cross_entropy_by_hand() -> None:
+    # two classes, logits (0, ln 3): p = (1/4, 3/4); eps = 0.2 puts 0.9 on the true class, 0.1
+    # on the other
+    z = torch.tensor([[0.0, float(np.log(3.0))], [0.0, float(np.log(3.0))]], dtype=torch.float64)
+    y = torch.tensor([1, 0])
+    got = smoothed_cross_entropy(z, y, 0.2)
+    expected = torch.tensor(
+        [
+            -(0.9 * np.log(0.75) + 0.1 * np.log(0.25)),
+            -(0.9 * np.log(0.25) + 0.1 * np.log(0.75)),
+        ],
+        dtype=torch.float64,
+    )
+    torch.testing.assert_close(got, expected)
+    # eps = 0: the plain cross-entropy, -log p_y
+    plain = torch.tensor([-np.log(0.75), -np.log(0.25)], dtype=torch.float64)
+    torch.testing.assert_close(smoothed_cross_entropy(z, y), plain)
+    # its gradient is softmax(z) - smoothed one-hot target
+    z.requires_grad_(True)
+    smoothed_cross_entropy(z, y, 0.2).sum().backward()
+    target = torch.tensor([[0.1, 0.9], [0.9, 0.1]], dtype=torch.float64)
+    torch.testing.assert_close(z.grad, torch.softmax(z.detach(), 1) - target)
+
+
+@pytest.mark.parametrize("eps", [-0.1, 1.0])
+def test_smoothed_cross_entropy_refuses_smoothing_outside_0_1(eps: float) -> None:
+    with pytest.raises(ValueError, match=rf"label_smoothing must be in \[0, 1\), got {eps}"):
+        smoothed_cross_entropy(torch.zeros(1, 2), torch.tensor([0]), eps)
