@@ -15,7 +15,7 @@ import math
 import os
 import sys
 import warnings
-from numbers import Real
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from tabsparse._compat import HasMethods, Interval, StrOptions
 from tabsparse.data import EncodedTable, TableEncoder
+from tabsparse.data.sparse import CSRRows
 from tabsparse.distributed import broadcast_int, detect
 from tabsparse.estimators._base import (
     AUTO_EARLY_STOPPING_ROWS,
@@ -45,6 +46,7 @@ from tabsparse.estimators._inputs import (
 )
 from tabsparse.estimators._targets import Target, target_of
 from tabsparse.nn.network import TabNet
+from tabsparse.nn.numeric_embedding import NUMERIC_EMBEDDINGS
 from tabsparse.streaming import DiskRows, ParquetRows, StreamingSource, scan
 from tabsparse.training import LossFn, ScoreFn, TensorData, inference_batch_size, predict_outputs
 
@@ -61,6 +63,8 @@ class TabNetSupervised(TabNetBase):
         "beta_2": [Interval(Real, 0.0, 1.0, closed="left")],
         "distributed": [StrOptions({"auto"}), "boolean"],
         "pretrained": [HasMethods(["fit", "transform"]), None],  # a fitted TabNetPretrainer
+        "numeric_embedding": [StrOptions(set(NUMERIC_EMBEDDINGS)), None],
+        "numeric_embedding_dim": [Interval(Integral, 2, None, closed="left")],
     }
     #: The fitted attributes that hold the target's state (``Target.attributes``).
     _target_attributes: tuple[str, ...] = ()
@@ -94,6 +98,8 @@ class TabNetSupervised(TabNetBase):
         datetime_features: str = "error",
         cat_emb_dim: int = 1,
         grouped_features: list[list[int]] | None = None,
+        numeric_embedding: str | None = None,
+        numeric_embedding_dim: int = 8,
         device: str = "auto",
         compile: bool | str = "auto",
         random_state: int | np.random.RandomState | None = None,
@@ -131,6 +137,8 @@ class TabNetSupervised(TabNetBase):
         self.datetime_features = datetime_features
         self.cat_emb_dim = cat_emb_dim
         self.grouped_features = grouped_features
+        self.numeric_embedding = numeric_embedding
+        self.numeric_embedding_dim = numeric_embedding_dim
         self.device = device
         self.compile = compile
         self.random_state = random_state
@@ -247,6 +255,12 @@ class TabNetSupervised(TabNetBase):
             )
         if (X_val is None) != (y_val is None):
             raise ValueError("X_val and y_val must be passed together")
+        if self.pretrained is not None and getattr(self, "numeric_embedding", None) is not None:
+            raise ValueError(
+                f"numeric_embedding={self.numeric_embedding!r} cannot be used with pretrained= "
+                "(a TabNetPretrainer's network has no numeric embedding); set "
+                "numeric_embedding=None"
+            )
 
     def _distributed_context(self, device: torch.device) -> Any:
         return detect(self.distributed, device_type=device.type)
@@ -320,7 +334,14 @@ class TabNetSupervised(TabNetBase):
     def _build_network(self, seed: int) -> TabNet:
         n_outputs = self._target().n_network_outputs
         return self._seeded_network(
-            seed, lambda: TabNet(**self._network_kwargs(), n_outputs=n_outputs)
+            seed,
+            lambda: TabNet(
+                **self._network_kwargs(),
+                n_outputs=n_outputs,
+                # getattr: estimators pickled before these parameters existed
+                numeric_embedding=getattr(self, "numeric_embedding", None),
+                numeric_embedding_dim=getattr(self, "numeric_embedding_dim", 8),
+            ),
         )
 
     def _init_network(self, data: FitData) -> None:
@@ -330,7 +351,7 @@ class TabNetSupervised(TabNetBase):
     # ---- training data -------------------------------------------------------------------------
     def _val_table(
         self, X_val: Any, y_val: Any, sample_weight_val: Any
-    ) -> tuple[EncodedTable, np.ndarray, np.ndarray | None]:
+    ) -> tuple[EncodedTable | CSRRows, np.ndarray, np.ndarray | None]:
         X_val = check_table(X_val, what="X_val")
         try:
             y_val_arr = self._prepare_target(y_val, fitting=False)
@@ -411,7 +432,7 @@ class TabNetSupervised(TabNetBase):
         """The whole table encoded once into tensors on the training device; the validation
         rows of a split are an index into it (no copy of the table)."""
         encoded = self._encode(X) if continuing else self._fit_encoder(X)
-        val_data: tuple[EncodedTable, np.ndarray, np.ndarray | None] | None = None
+        val_data: tuple[EncodedTable | CSRRows, np.ndarray, np.ndarray | None] | None = None
         train_rows = None
         if val_parts[0] is not None:
             val_data = self._val_table(*val_parts)

@@ -105,6 +105,14 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         Embedding width of each categorical column.
     grouped_features : list of lists of column names or indices, optional
         Columns that attention selects together.
+    numeric_embedding : {None, "periodic"}, default=None
+        None: each numeric column enters the network as its standardised value. "periodic":
+        as ``numeric_embedding_dim`` channels, the value and learned periodic features
+        (Gorishniy et al., 2022; :class:`tabsparse.nn.numeric_embedding.PeriodicEmbedding`).
+        A column's channels are one attention group, so masks, ``explain`` and
+        ``feature_importances_`` stay per original column.
+    numeric_embedding_dim : int, default=8
+        Channels per numeric column with a ``numeric_embedding`` (>= 2).
     class_weight : dict, list of dicts, "balanced" or None
         Weights classes in the loss (multiplied with ``sample_weight``). For a multi-task ``y``:
         "balanced" or one dict per column, and a row's weight is the product over the columns
@@ -244,6 +252,8 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         datetime_features: str = "error",
         cat_emb_dim: int = 1,
         grouped_features: list[list[int]] | None = None,
+        numeric_embedding: str | None = None,
+        numeric_embedding_dim: int = 8,
         class_weight: dict[Any, float] | list[dict[Any, float]] | str | None = None,
         multilabel_loss: str = "sparsemax",
         label_smoothing: float = 0.0,
@@ -285,6 +295,8 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
             datetime_features=datetime_features,
             cat_emb_dim=cat_emb_dim,
             grouped_features=grouped_features,
+            numeric_embedding=numeric_embedding,
+            numeric_embedding_dim=numeric_embedding_dim,
             device=device,
             compile=compile,
             random_state=random_state,

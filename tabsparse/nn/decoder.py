@@ -151,7 +151,7 @@ cat_emb_dim, grouped_features
             cardinalities=cardinalities,
             cat_emb_dim=cat_emb_dim,
             grouped_features=grouped_features,
-            **encoder_kwargs,
+            **encoder_kwargs,  # type: ignore[arg-type]
         )
         self.n_numeric = len(numeric_columns)
         self.vocab_sizes = [int(c) - 2 for c in cardinalities]  # without missing / unseen slots

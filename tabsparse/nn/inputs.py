@@ -9,6 +9,10 @@ deviations so that extreme inputs (1e30) cannot blow up the activations.
 Categorical columns arrive as integer codes (0 = missing, 1 = unseen in training, 2.. = category).
 All of them are looked up in one embedding table with per-column offsets — one vectorised
 ``embedding`` call, not a loop per column.
+
+With ``numeric_embedding="periodic"`` each standardised numeric column (after the missing value
+is filled in) becomes ``numeric_embedding_dim`` channels
+(:class:`~tabsparse.nn.numeric_embedding.PeriodicEmbedding`).
 """
 
 from __future__ import annotations
@@ -18,12 +22,15 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from tabsparse.nn.numeric_embedding import NUMERIC_EMBEDDINGS, PeriodicEmbedding
+
 
 class TabularInput(nn.Module):
-    """``(numeric (n, n_num) float, codes (n, n_cat) int64) -> (n, n_num + n_cat * cat_emb_dim)``.
+    """``(numeric (n, n_num) float, codes (n, n_cat) int64) -> (n, output_dim)``.
 
-    Output layout: numeric columns first (in the order given), then each categorical column's
-    ``cat_emb_dim`` embedding channels.
+    Output layout: numeric columns first (in the order given; each one channel, or with a
+    ``numeric_embedding`` its ``numeric_embedding_dim`` channels side by side), then each
+    categorical column's ``cat_emb_dim`` embedding channels.
 
     Examples
     --------
@@ -44,6 +51,8 @@ class TabularInput(nn.Module):
         cardinalities: Sequence[int],
         cat_emb_dim: int = 1,
         clip: float = 10.0,
+        numeric_embedding: str | None = None,
+        numeric_embedding_dim: int = 8,
     ) -> None:
         super().__init__()
         if len(numeric_mean) != len(numeric_std):
@@ -54,6 +63,12 @@ class TabularInput(nn.Module):
             raise ValueError(
                 f"every cardinality must be >= 2 (missing and unseen slots), got {cardinalities}"
             )
+        if numeric_embedding is not None and numeric_embedding not in NUMERIC_EMBEDDINGS:
+            raise ValueError(
+                f"{numeric_embedding=} must be None or one of {sorted(NUMERIC_EMBEDDINGS)}"
+            )
+        if numeric_embedding is not None and numeric_embedding_dim < 2:
+            raise ValueError(f"{numeric_embedding_dim=} must be >= 2")
         self.n_numeric = len(numeric_mean)
         self.cardinalities = [int(c) for c in cardinalities]
         self.n_categorical = len(self.cardinalities)
@@ -72,10 +87,22 @@ class TabularInput(nn.Module):
             nn.Embedding(sum(self.cardinalities), cat_emb_dim) if self.n_categorical else None
         )
         self.reset_parameters()
+        # drawn after the other parameters, so that without it every draw is as before
+        self.numeric_embedding = (
+            PeriodicEmbedding(n_columns=self.n_numeric, dim=numeric_embedding_dim)
+            if numeric_embedding is not None and self.n_numeric
+            else None
+        )
+
+    @property
+    def numeric_channels(self) -> int:
+        """Channels per numeric column: 1, or the numeric embedding's ``dim``."""
+        emb = self._modules.get("numeric_embedding")  # absent in older pickles
+        return emb.dim if isinstance(emb, PeriodicEmbedding) else 1
 
     @property
     def output_dim(self) -> int:
-        return self.n_numeric + self.n_categorical * self.cat_emb_dim
+        return self.n_numeric * self.numeric_channels + self.n_categorical * self.cat_emb_dim
 
     def reset_parameters(self) -> None:
         nn.init.zeros_(self.missing_value)
@@ -84,6 +111,9 @@ class TabularInput(nn.Module):
             with torch.no_grad():  # the missing and unseen slots start neutral
                 self.embedding.weight[self.offsets] = 0.0
                 self.embedding.weight[self.offsets + 1] = 0.0
+        numeric_emb = self._modules.get("numeric_embedding")  # not yet there while building
+        if numeric_emb is not None:
+            numeric_emb.reset_parameters()  # type: ignore[operator]
 
     def forward(self, numeric: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
         parts = []
@@ -93,7 +123,8 @@ class TabularInput(nn.Module):
                 z = torch.where(torch.isnan(numeric), self.missing_value, z)
             # else: a CPU training batch without missing values; the learned value would get
             # a zero gradient, and leaving it out spares the graph a pass over the batch
-            parts.append(z)
+            numeric_emb = self._modules.get("numeric_embedding")  # absent in older pickles
+            parts.append(z if numeric_emb is None else numeric_emb(z))
         if self.embedding is not None:
             emb = self.embedding(codes + self.offsets)
             parts.append(emb.reshape(codes.shape[0], -1).to(parts[0].dtype if parts else emb.dtype))

@@ -75,6 +75,8 @@ class TabNetBody(nn.Module):
         cardinalities: Sequence[int],
         cat_emb_dim: int = 1,
         grouped_features: Sequence[Sequence[int]] | None = None,
+        numeric_embedding: str | None = None,
+        numeric_embedding_dim: int = 8,
         **encoder_kwargs: object,
     ) -> None:
         super().__init__()
@@ -87,9 +89,14 @@ class TabNetBody(nn.Module):
             numeric_std=numeric_std,
             cardinalities=cardinalities,
             cat_emb_dim=cat_emb_dim,
+            numeric_embedding=numeric_embedding,
+            numeric_embedding_dim=numeric_embedding_dim,
         )
         group_of = column_groups(n_features, grouped_features)
-        channel_columns = [*numeric_columns]
+        # a column's channels belong to its group: attention selects them as one unit
+        channel_columns = []
+        for col in numeric_columns:
+            channel_columns.extend([col] * self.inputs.numeric_channels)
         for col in categorical_columns:
             channel_columns.extend([col] * cat_emb_dim)
         self.encoder = TabNetEncoder(
@@ -151,6 +158,12 @@ class TabNet(TabNetBody):
     cat_emb_dim : int
     grouped_features : sequence of sequences of int, optional
         Groups of original columns that attention selects together.
+    numeric_embedding : {None, "periodic"}
+        None: one channel per numeric column (its standardised value). ``"periodic"``:
+        ``numeric_embedding_dim`` channels per numeric column
+        (:class:`~tabsparse.nn.numeric_embedding.PeriodicEmbedding`), selected as one unit.
+    numeric_embedding_dim : int
+        Channels per numeric column with a numeric embedding (>= 2).
     **encoder_kwargs
         Passed to :class:`TabNetEncoder` (``n_d``, ``n_a``, ``n_steps``, ``gamma``, ...).
 
@@ -174,6 +187,8 @@ class TabNet(TabNetBody):
         n_outputs: int,
         cat_emb_dim: int = 1,
         grouped_features: Sequence[Sequence[int]] | None = None,
+        numeric_embedding: str | None = None,
+        numeric_embedding_dim: int = 8,
         **encoder_kwargs: object,
     ) -> None:
         if n_outputs < 1:
@@ -186,6 +201,8 @@ class TabNet(TabNetBody):
             cardinalities=cardinalities,
             cat_emb_dim=cat_emb_dim,
             grouped_features=grouped_features,
+            numeric_embedding=numeric_embedding,
+            numeric_embedding_dim=numeric_embedding_dim,
             **encoder_kwargs,
         )
         self.n_outputs = n_outputs
