@@ -16,17 +16,29 @@ itself; other formats are converted, which copies the stored entries, never the 
   infinite values and finite values beyond float32's range raise ``ValueError`` naming the
   column. Duplicated stored entries are summed (as ``toarray()`` does). Only bool, integer and
   float matrices are accepted.
+* Training rows (:class:`CSRRows`): a fit keeps the matrix sparse, as float32 values in CSR
+  form, and densifies only the rows asked for (one training batch, one inference chunk, the
+  importance sample). :func:`fit_sparse_rows` fits the encoder block of rows by block
+  (:meth:`~tabsparse.data.TableEncoder.partial_fit`, which gives the statistics of ``fit`` on
+  the whole); :func:`encode_sparse_rows` checks a matrix against a fitted encoder. The values
+  densified are those of the encoded dense table, bit for bit (0 for implicit entries, the
+  float32 cast of stored ones), so a fit on the matrix is the fit on its dense array.
 
 scipy is never imported here: an input that is a sparse matrix has brought it already.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tabsparse.data.stats import empty_stats, merge_stats
+
+if TYPE_CHECKING:
+    from tabsparse.data.encoder import TableEncoder
 
 SPARSE_BLOCK_ROWS = 8192
 """Rows of a sparse matrix encoded (and summarised) at a time."""
@@ -130,3 +142,114 @@ def sparse_stats(csr: Any) -> tuple[np.ndarray, ...]:
         hi[zeros] = np.maximum(hi[zeros], 0.0)
         acc = merge_stats(acc, (count, mean, m2, lo, hi))
     return acc
+
+
+@dataclass(frozen=True, eq=False)
+class CSRRows:
+    """Rows of a sparse matrix kept in CSR form, densified on request.
+
+    The numeric block of an encoded sparse table without its zeros: a sparse matrix has numeric
+    columns only, so its columns are the encoded numeric columns in their order. Values are
+    float32 (the cast the dense encoding makes); a stored NaN is missing.
+
+    Parameters
+    ----------
+    indptr : ndarray of int64, shape (n_rows + 1,)
+    indices : ndarray of int, shape (nnz,)
+        Column of each stored entry (sorted within a row, no duplicates).
+    data : ndarray of float32, shape (nnz,)
+    n_cols : int
+    """
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    n_cols: int
+
+    @classmethod
+    def from_csr(cls, csr: Any) -> CSRRows:
+        """Rows of a CSR matrix from :func:`as_csr` (indices shared, values cast to float32)."""
+        return cls(
+            np.asarray(csr.indptr, dtype=np.int64),
+            csr.indices,
+            np.asarray(csr.data, dtype=np.float32),
+            int(csr.shape[1]),
+        )
+
+    def __len__(self) -> int:
+        return int(self.indptr.shape[0] - 1)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (len(self), self.n_cols)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held (the dense float32 block would take ``4 * n_rows * n_cols``)."""
+        return int(self.indptr.nbytes + self.indices.nbytes + self.data.nbytes)
+
+    def _positions(self, idx: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Stored-entry positions of the rows ``idx`` (in that order) and each row's count."""
+        if isinstance(idx, slice):
+            start, stop, step = idx.indices(len(self))
+            if step == 1:
+                stop = max(start, stop)
+                counts = np.diff(self.indptr[start : stop + 1])
+                lo, hi = int(self.indptr[start]), int(self.indptr[stop])
+                return np.arange(lo, hi), counts
+            idx = np.arange(start, stop, step)
+        rows = np.asarray(idx, dtype=np.int64).reshape(-1)
+        starts = self.indptr[rows]
+        counts = self.indptr[rows + 1] - starts
+        total = int(counts.sum())
+        offsets = np.repeat(starts - (np.cumsum(counts) - counts), counts)
+        return np.arange(total, dtype=np.int64) + offsets, counts
+
+    def dense(self, idx: Any = None) -> np.ndarray:
+        """The rows ``idx`` (a slice or integer positions, in that order; all rows if None) as a
+        zero-filled C-ordered float32 block, exactly the dense encoding of those rows."""
+        pos, counts = self._positions(slice(None) if idx is None else idx)
+        out = np.zeros((len(counts), self.n_cols), dtype=np.float32)
+        rows = np.repeat(np.arange(len(counts)), counts)
+        out[rows, self.indices[pos]] = self.data[pos]
+        return out
+
+    def take(self, idx: Any) -> CSRRows:
+        """The rows ``idx`` as new CSR rows (their stored entries copied, nothing densified)."""
+        pos, counts = self._positions(idx)
+        indptr = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        return CSRRows(indptr, self.indices[pos], self.data[pos], self.n_cols)
+
+    def fingerprint(self) -> str:
+        """A hash (BLAKE2b, hex) of the shape and the stored entries."""
+        digest = hashlib.blake2b(digest_size=16)
+        digest.update(f"csr:{self.shape};".encode())
+        for part in (self.indptr, self.indices.astype(np.int64), self.data):
+            digest.update(np.ascontiguousarray(part).tobytes())
+        return digest.hexdigest()
+
+
+def fit_sparse_rows(encoder: TableEncoder, X: Any) -> CSRRows:
+    """Fit the unfitted ``encoder`` on the sparse matrix ``X`` block of
+    :data:`SPARSE_BLOCK_ROWS` rows by block and return the rows, kept sparse.
+
+    ``partial_fit`` on those blocks is ``fit`` on the whole (the statistics are merged block
+    by block either way); only one block is ever dense."""
+    csr = as_csr(X)
+    n = int(csr.shape[0])
+    if n == 0:
+        encoder.fit(csr)  # raises: no rows to fit on
+    for start in range(0, n, SPARSE_BLOCK_ROWS):
+        encoder.partial_fit(csr[start : start + SPARSE_BLOCK_ROWS])
+    return CSRRows.from_csr(csr)
+
+
+def encode_sparse_rows(encoder: TableEncoder, X: Any) -> CSRRows:
+    """The rows of the sparse matrix ``X`` for the fitted ``encoder``, kept sparse, after the
+    checks ``encoder.transform`` makes (the columns, and no categorical or expanded datetime
+    features, on an empty slice; the values on the stored entries)."""
+    csr = as_csr(X)
+    encoder.transform(csr[:0])
+    check_sparse_values(csr, [encoder.feature_names[j] for j in encoder.numeric_columns])
+    return CSRRows.from_csr(csr)

@@ -43,6 +43,7 @@ from tabsparse._compat import Interval, StrOptions
 from tabsparse.compiling import COMPILE_MODES
 from tabsparse.data import SPARSE_BLOCK_ROWS, EncodedTable, TableEncoder, as_pandas
 from tabsparse.data import is_sparse_matrix as _is_sparse
+from tabsparse.data.sparse import CSRRows, encode_sparse_rows, fit_sparse_rows
 from tabsparse.estimators._inputs import check_table, resolve_device, to_tensor
 from tabsparse.explain import Explanation
 from tabsparse.progress import progress_callbacks
@@ -59,6 +60,7 @@ from tabsparse.training import (
     load_checkpoint,
     predict_outputs,
 )
+from tabsparse.training.sparse_rows import sparse_tensor_data
 
 __all__ = ["AUTO_EARLY_STOPPING_ROWS", "IMPORTANCE_SAMPLE", "FitData", "TabNetBase"]
 
@@ -352,10 +354,14 @@ class TabNetBase(BaseEstimator):
             datetime_features=getattr(self, "datetime_features", "error"),
         )
 
-    def _fit_encoder(self, X: Any) -> EncodedTable:
-        """Fit a new ``encoder_`` on ``X`` and encode it."""
+    def _fit_encoder(self, X: Any) -> EncodedTable | CSRRows:
+        """Fit a new ``encoder_`` on ``X`` and encode it; a scipy sparse matrix stays sparse
+        (:class:`~tabsparse.data.sparse.CSRRows`, densified batch by batch in training)."""
         self.encoder_ = self._new_encoder()
-        encoded = self.encoder_.fit_transform(X)
+        if _is_sparse(X):
+            encoded: EncodedTable | CSRRows = fit_sparse_rows(self.encoder_, X)
+        else:
+            encoded = self.encoder_.fit_transform(X)
         self._set_feature_attributes()
         return encoded
 
@@ -369,10 +375,13 @@ class TabNetBase(BaseEstimator):
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
 
-    def _encode(self, X: Any, *, what: str = "X") -> EncodedTable:
-        """Encode a table for a fitted model: the checks of :meth:`_check_table_after_fit`, then
-        the encoder."""
-        return self.encoder_.transform(self._check_table_after_fit(X, what=what))
+    def _encode(self, X: Any, *, what: str = "X") -> EncodedTable | CSRRows:
+        """Encode a table for a fitted model (a warm start's ``X``, an ``X_val``): the checks of
+        :meth:`_check_table_after_fit`, then the encoder; a scipy sparse matrix stays sparse."""
+        X = self._check_table_after_fit(X, what=what)
+        if _is_sparse(X):
+            return encode_sparse_rows(self.encoder_, X)
+        return self.encoder_.transform(X)
 
     def _encoded_blocks(self, X: Any) -> list[EncodedTable]:
         """``X`` encoded for a fitted model, a scipy sparse matrix in blocks of
@@ -425,16 +434,20 @@ class TabNetBase(BaseEstimator):
 
     def _tensor_data(
         self,
-        enc: EncodedTable,
+        enc: EncodedTable | CSRRows,
         y: np.ndarray | None,
         weight: np.ndarray | None,
         device: torch.device,
     ) -> TensorData:
+        target = None if y is None else self._target_tensor(y, device)
+        w = None if weight is None else to_tensor(weight, device)
+        if isinstance(enc, CSRRows):  # rows densified only when taken (a batch at a time)
+            return sparse_tensor_data(enc, target, w, device)
         return TensorData(
             numeric=to_tensor(enc.numeric, device),
             codes=to_tensor(enc.codes, device),
-            target=None if y is None else self._target_tensor(y, device),
-            weight=None if weight is None else to_tensor(weight, device),
+            target=target,
+            weight=w,
         )
 
     def _seeded_network(self, seed: int, build: Callable[[], torch.nn.Module]) -> Any:
@@ -497,7 +510,7 @@ class TabNetBase(BaseEstimator):
     def _importances_on_sample(self, data: TensorData, rng: np.random.Generator) -> np.ndarray:
         n = len(data)
         idx = np.sort(rng.choice(n, size=min(n, IMPORTANCE_SAMPLE), replace=False))
-        sample = data.take(torch.from_numpy(idx).to(data.numeric.device))
+        sample = data.take(torch.from_numpy(idx).to(data.device))
         imp = self._explain_tensors(sample)[0].mean(axis=0)
         return imp / imp.sum()
 
@@ -556,7 +569,7 @@ class TabNetBase(BaseEstimator):
         tags.input_tags.allow_nan = True
         tags.input_tags.categorical = True
         tags.input_tags.string = True  # text columns are categories
-        tags.input_tags.sparse = True  # scipy sparse matrices, encoded block of rows by block
+        tags.input_tags.sparse = True  # scipy sparse: fit, predict, explain batch by batch
         tags.non_deterministic = self.random_state is None
         return tags
 

@@ -257,6 +257,7 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
 
     def _masked(self, data: TensorData, rng: np.random.Generator) -> TensorData:
         """Validation rows with one fixed mask (drawn from the fit's seed)."""
+        data = data.take(slice(None))  # dense (the rows of a sparse matrix: these rows only)
         n_columns = data.numeric.shape[1] + data.codes.shape[1]
         mask = torch.from_numpy(rng.random((len(data), n_columns)) < self.pretraining_ratio)
         numeric, codes, target = mask_cells(data.numeric, data.codes, mask, self.network_.inputs)

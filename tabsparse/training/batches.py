@@ -41,6 +41,10 @@ class TensorData:
     With ``rows``, the data is the subset ``rows`` of those tensors (e.g. the training part of a
     table whose other rows validate) without copying it; :meth:`take` and batches read through
     it.
+
+    ``numeric`` may instead be a :class:`~tabsparse.training.sparse_rows.SparseRows` (the rows of
+    a sparse matrix kept sparse): :meth:`take` then densifies only the rows taken, so batches,
+    validation chunks and samples are dense while the whole table never is.
     """
 
     numeric: torch.Tensor
@@ -165,7 +169,7 @@ def iter_batches(
     virtual batches (rows ``i::k``) of the shards are then exactly those of the global batch,
     so ``W`` processes train the same model as one.
     """
-    perm = torch.randperm(len(data), generator=generator).to(data.numeric.device)
+    perm = torch.randperm(len(data), generator=generator).to(data.device)
     for start, stop in batch_bounds(len(data), batch_size, multiple):
         rows = perm[start:stop] if ctx is None else perm[start + ctx.rank : stop : ctx.world_size]
         yield data.take(rows), stop - start

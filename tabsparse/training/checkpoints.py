@@ -118,6 +118,9 @@ def data_fingerprint(*datasets: object) -> str | None:
             if tensor is None:
                 digest.update(f"{name}:none;".encode())
                 continue
+            if not isinstance(tensor, torch.Tensor):  # sparse rows (training.sparse_rows)
+                digest.update(f"{name}:{tensor.fingerprint()};".encode())
+                continue
             digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
             flat = tensor.detach().to("cpu").contiguous().reshape(-1)
             digest.update(flat.view(torch.uint8).numpy().data if flat.numel() else b"")
