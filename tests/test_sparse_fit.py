@@ -374,3 +374,53 @@ def test_fit_sparse_rows_gives_the_state_of_fit(monkeypatch: pytest.MonkeyPatch)
         encode_sparse_rows(enc, X[:, :5])
     with pytest.raises(ValueError, match="at least 1 row"):
         fit_sparse_rows(TableEncoder(), X[:0])
+
+
+# ---- inside a scikit-learn pipeline -----------------------------------------------------------
+
+
+def test_column_transformer_pipeline_with_one_hot_and_tfidf(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import pandas as pd
+    from sklearn.compose import make_column_transformer
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder
+
+    rng = np.random.default_rng(18)
+    n = 600
+    words = np.array(["red", "blue", "green", "fast", "slow", "big", "small", "old", "new"])
+    text = [" ".join(rng.choice(words, size=4)) for _ in range(n)]
+    X = pd.DataFrame(
+        {
+            "city": rng.choice(["paris", "rome", "oslo", "lima"], size=n),
+            "text": text,
+            "size": rng.normal(size=n),
+        }
+    )
+    y = np.array([("fast" in t) ^ (c == "oslo") for t, c in zip(text, X["city"], strict=True)])
+    columns = make_column_transformer(
+        (OneHotEncoder(sparse_output=True), ["city"]),
+        (TfidfVectorizer(), "text"),
+        remainder="passthrough",
+        sparse_threshold=1.0,
+    )
+    encoded = columns.fit_transform(X)
+    assert sp.issparse(encoded) and encoded.shape == (n, 4 + 9 + 1)
+    table = encoded.toarray()
+    monkeypatch.setattr(sparse_module, "SPARSE_BLOCK_ROWS", 256)
+    monkeypatch.setattr(base_module, "SPARSE_BLOCK_ROWS", 256)
+    monkeypatch.setattr(base_module, "IMPORTANCE_SAMPLE", 200)
+    seen = Densified(monkeypatch)
+    pipe = make_pipeline(columns, TabNetClassifier(**TINY)).fit(X, y)
+    proba = pipe.predict_proba(X)
+    explanation = pipe[-1].explain(pipe[:-1].transform(X))
+    assert max(seen.rows) <= 256 < n
+    assert pipe.predict(X).tolist() == pipe.classes_[proba.argmax(axis=1)].tolist()
+    assert explanation.importances.shape == (n, 14)
+    np.testing.assert_allclose(explanation.importances.sum(axis=1), 1.0, rtol=1e-5)
+    # the same fit as on the dense encoded table
+    dense = TabNetClassifier(**TINY).fit(table, y)
+    np.testing.assert_allclose(proba, dense.predict_proba(table), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(explanation.masks, dense.explain(table).masks, rtol=1e-5, atol=1e-6)

@@ -169,8 +169,8 @@ class TabNetSupervised(TabNetBase):
             Numeric, categorical, string, boolean and nullable columns; NaN allowed. A pandas,
             polars (eager) or pyarrow table, or anything with the Arrow or
             dataframe-interchange protocol, keeps its column names and dtypes. A scipy sparse
-            matrix (any format) has numeric columns and is encoded block of rows by block
-            (no dense float64 copy; prediction and ``explain`` densify one block at a time).
+            matrix (any format) has numeric columns and is never densified whole: ``fit``
+            densifies one training batch at a time, prediction and ``explain`` one block.
             For data larger than memory: a ``numpy.memmap``, or a folder or list of Parquet
             files, read batch by batch (see the distributed and streaming docs).
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
