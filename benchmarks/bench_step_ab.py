@@ -20,6 +20,13 @@ Modes::
         the small-table check: a default-width TabNetClassifier fitted for 20 epochs on
         15,000 rows of bench_speed's covtype sample (54 numeric columns, 7 classes); process
         CPU seconds of fit, predict_proba and explain over the training rows
+    python benchmarks/bench_step_ab.py --baseline /tmp/baseline --same-process --repeats 30
+        both checkouts in ONE process (the baseline's package copied to a temporary folder as
+        ``tabsparse_base``, its imports renamed), the estimators' fit (5 epochs on the
+        small table), predict_proba and explain called alternately: both sides see the same
+        machine load within milliseconds, so the ratio stays measurable on a busy machine.
+        Prints the median ratio new / old with a bootstrap 95% interval. (A baseline that
+        registers global torch hooks on import affects both sides' module construction.)
 """
 
 from __future__ import annotations
@@ -165,6 +172,73 @@ def fit_worker() -> dict[str, float]:
     }
 
 
+def _renamed_copy(checkout: Path, name: str) -> Path:
+    """``checkout/tabsparse`` copied to a temporary folder as package ``name``, every import of
+    ``tabsparse`` in it renamed; returns the folder to put on ``sys.path``."""
+    import re
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="tabsparse_ab_"))
+    shutil.copytree(checkout / "tabsparse", folder / name, ignore=shutil.ignore_patterns("*.pyc"))
+    pattern = re.compile(r"\btabsparse(?=\.|\s+import\b|\s*$)", re.MULTILINE)
+    for path in (folder / name).rglob("*.py"):
+        text = path.read_text()
+        text = pattern.sub(name, text).replace('"tabsparse.', f'"{name}.')
+        path.write_text(text)
+    return folder
+
+
+def same_process_ab(baseline: Path, repeats: int) -> dict[str, tuple[float, float, float]]:
+    """Median ratio new / old (with a bootstrap 95% interval) of fit, predict_proba and explain
+    on the small table, the two checkouts' estimators called alternately in this process."""
+    import importlib
+
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(1)
+    sys.path.insert(0, str(_renamed_copy(baseline, "tabsparse_base")))
+    sys.path.insert(0, str(HERE))
+    from bench_speed import load_data
+
+    X, y, _, _, _ = load_data(15000)
+    X = np.ascontiguousarray(X, dtype=np.float32)
+    classes = {
+        "old": importlib.import_module("tabsparse_base").TabNetClassifier,
+        "new": importlib.import_module("tabsparse").TabNetClassifier,
+    }
+    params = {"max_epochs": 5, "early_stopping": False, "random_state": 0}
+    models = {side: cls(**params).fit(X, y) for side, cls in classes.items()}
+
+    def timed(side: str, job: str) -> float:
+        start = time.thread_time()
+        if job == "fit":
+            classes[side](**params).fit(X, y)
+        else:
+            getattr(models[side], job)(X)
+        return time.thread_time() - start
+
+    rng = np.random.default_rng(0)
+    result = {}
+    jobs = (("fit", max(4, repeats // 4)), ("predict_proba", repeats), ("explain", repeats))
+    for job, reps in jobs:
+        timed("old", job), timed("new", job)
+        ratios = []
+        for i in range(reps):  # alternate which side goes first
+            first, second = ("old", "new") if i % 2 else ("new", "old")
+            t = {first: timed(first, job), second: timed(second, job)}
+            ratios.append(t["new"] / t["old"])
+        r = np.asarray(ratios)
+        boot = np.median(rng.choice(r, size=(2000, len(r))), axis=1)
+        result[job] = (
+            float(np.median(r)),
+            float(np.percentile(boot, 2.5)),
+            float(np.percentile(boot, 97.5)),
+        )
+    return result
+
+
 def node_ab(rounds: int, steps: int) -> dict[str, float]:
     """Steps with the one-node encoder against the modules (autograd over the functional code),
     interleaved in this process."""
@@ -191,8 +265,18 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--node", action="store_true", help="one-node step against autograd")
     parser.add_argument("--fit", action="store_true", help="the small-table fit check")
+    parser.add_argument(
+        "--same-process", action="store_true", help="both checkouts in one process (--baseline)"
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.same_process:
+        if args.baseline is None:
+            parser.error("--same-process needs --baseline")
+        print(f"{'new / old':>14} {'median':>8} {'95% interval':>18}")
+        for job, (median, low, high) in same_process_ab(args.baseline, args.repeats).items():
+            print(f"{job:>14} {median:8.3f}    [{low:.3f}, {high:.3f}]")
+        return
     if args.worker:
         print(json.dumps(fit_worker() if args.fit else worker(args.steps)))
         return

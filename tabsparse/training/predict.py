@@ -35,9 +35,12 @@ def predict_outputs(
                     importance.append(out.step_importance.float())
     finally:
         network.train(was_training)
+    def joined(parts: list[torch.Tensor], dim: int) -> torch.Tensor:
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=dim)  # one batch: no copy
+
     return NetworkOutput(
-        logits=torch.cat(logits),
-        masks=torch.cat(masks, dim=1) if with_masks else torch.empty(0),
+        logits=joined(logits, 0),
+        masks=joined(masks, 1) if with_masks else torch.empty(0),
         sparsity_loss=torch.zeros(()),
-        step_importance=torch.cat(importance, dim=1) if with_masks else torch.empty(0),
+        step_importance=joined(importance, 1) if with_masks else torch.empty(0),
     )
