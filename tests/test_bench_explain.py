@@ -1,0 +1,203 @@
+"""The explanation benchmark's data and measures (benchmarks/explain_metrics.py) and the parts of
+benchmarks/bench_explain.py that need no model: Syn1-Syn6 have the relevant sets of their
+definition and labels that depend on them; TPR, FDR, mask AUC, top-k overlap, Spearman and the
+marginal replacement give the values worked out by hand."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import roc_auc_score
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import explain_metrics as em
+
+
+# ---- Syn1-Syn6 -----------------------------------------------------------------------------
+@pytest.mark.parametrize("name", em.SYN)
+def test_syn_shapes_labels_and_seed(name: str) -> None:
+    X, y, rel = em.make_syn(name, 300)
+    assert X.shape == (300, 11) and rel.shape == (300, 11) and y.shape == (300,)
+    assert set(np.unique(y)) == {0, 1}
+    X2, y2, _ = em.make_syn(name, 300)
+    np.testing.assert_array_equal(X, X2)
+    np.testing.assert_array_equal(y, y2)
+    assert not np.array_equal(X, em.make_syn(name, 300, seed=1)[0])
+
+
+def test_syn_relevant_sets() -> None:
+    X, _, rel = em.make_syn("Syn1", 50)
+    assert (rel == np.isin(np.arange(11), [0, 1])).all()
+    X, _, rel = em.make_syn("Syn3", 50)
+    assert (rel == np.isin(np.arange(11), [6, 7, 8, 9])).all()
+    X, _, rel = em.make_syn("Syn4", 400)
+    low = X[:, 10] < 0
+    assert 100 < low.sum() < 300
+    assert (rel[low] == np.isin(np.arange(11), [0, 1, 10])).all()
+    assert (rel[~low] == np.isin(np.arange(11), [2, 3, 4, 5, 10])).all()
+    X, _, rel = em.make_syn("Syn6", 400)
+    low = X[:, 10] < 0
+    assert (rel[low] == np.isin(np.arange(11), [2, 3, 4, 5, 10])).all()
+    assert (rel[~low] == np.isin(np.arange(11), [6, 7, 8, 9, 10])).all()
+
+
+def test_syn_scores_follow_the_definitions() -> None:
+    X = np.zeros((2, 11))
+    X[:, 0], X[:, 1], X[:, 2:6], X[:, 6:10] = 2.0, 3.0, 1.0, 0.5
+    X[0, 10], X[1, 10] = -1.0, 1.0
+    s3 = -10 * np.sin(0.1) + 0.5 + 0.5 + np.exp(-0.5) - 2.4
+    np.testing.assert_allclose(em.syn_score(X, "Syn1"), [6.0, 6.0])
+    np.testing.assert_allclose(em.syn_score(X, "Syn2"), [0.0, 0.0])
+    np.testing.assert_allclose(em.syn_score(X, "Syn3"), [s3, s3])
+    np.testing.assert_allclose(em.syn_score(X, "Syn5"), [6.0, s3])  # x11 < 0 -> Syn1
+
+
+@pytest.mark.parametrize(
+    ("name", "bayes"), [("Syn1", 0.70), ("Syn2", 0.90), ("Syn3", 0.905), ("Syn4", 0.82)]
+)
+def test_labels_depend_on_the_relevant_features_only(name: str, bayes: float) -> None:
+    X, y, rel = em.make_syn(name, 20_000)
+    s = em.syn_score(X, name)
+    truth = roc_auc_score(y, -s)  # P(y = 1) falls with s: the Bayes AUC
+    assert abs(truth - bayes) < 0.015
+    fit = LogisticRegression().fit(s[:10_000, None], y[:10_000])
+    assert fit.coef_[0, 0] == pytest.approx(-1.0, abs=0.1)  # the label's own logistic link
+    learned = roc_auc_score(y[10_000:], fit.decision_function(s[10_000:, None]))
+    assert learned == pytest.approx(roc_auc_score(y[10_000:], -s[10_000:]), abs=1e-9)
+    noise = ~rel.any(axis=0)  # columns never relevant
+    lin = LogisticRegression().fit(X[:10_000][:, noise], y[:10_000])
+    assert abs(roc_auc_score(y[10_000:], lin.decision_function(X[10_000:][:, noise])) - 0.5) < 0.02
+
+
+def test_bayes_auc_is_the_tabnet_papers_ceiling() -> None:
+    for name in em.SYN:
+        assert em.bayes_auc(name) > em.PAPER_AUC[name]
+
+
+# ---- selection measures --------------------------------------------------------------------
+def test_tpr_fdr_on_hand_made_masks() -> None:
+    relevant = np.array([[1, 1, 0, 0], [1, 0, 0, 0], [0, 1, 1, 0]], dtype=bool)
+    importances = np.array([[0.5, 0, 0.5, 0], [0.3, 0.7, 0, 0], [0, 0, 0, 0]])
+    # rows: TPR 1/2, 1, 0; FDR 1/2, 1/2, 0 (nothing selected)
+    tpr, fdr = em.tpr_fdr(importances, relevant)
+    assert tpr == pytest.approx(50.0)
+    assert fdr == pytest.approx(100.0 / 3)
+    assert em.tpr_fdr(relevant * 0.5, relevant) == (100.0, 0.0)
+
+
+def test_mask_auc_counts_ties_as_half() -> None:
+    relevant = np.array([[True, False], [True, False]])
+    importances = np.array([[0.9, 0.1], [0.5, 0.5]])
+    # relevant scores 0.9, 0.5 vs irrelevant 0.1, 0.5: pairs 1 + 1 + 1 + 1/2 of 4
+    assert em.mask_auc(importances, relevant) == pytest.approx(0.875)
+    assert em.mask_auc(relevant * 1.0, relevant) == 1.0
+
+
+def test_selection_rate() -> None:
+    importances = np.array([[0.2, 0.8], [1.0, 0.0], [0.0, 1.0], [0.5, 0.5]])
+    assert em.selection_rate(importances, 1) == 75.0
+    assert em.selection_rate(importances, 0) == 75.0
+
+
+def test_top_k_and_pairwise_overlap_and_spearman() -> None:
+    a = [5, 4, 3, 2, 1, 0]
+    b = [5, 4, 3, 2, 0, 1]
+    assert em.top_k(a, 2) == {0, 1}
+    assert em.top_k([1, 1, 0], 1) == {0}  # ties: the earlier column
+    overlap, rho = em.mean_pairwise([a, b])
+    assert overlap == 4.0
+    assert rho == pytest.approx(1 - 6 * 2 / (6 * 35))  # two ranks swapped
+    overlap, rho = em.mean_pairwise([a, a, b])  # pairs: (a, a) 5 and 1.0, twice (a, b)
+    assert overlap == pytest.approx((5 + 4 + 4) / 3)
+    assert rho == pytest.approx((1 + 2 * (1 - 12 / 210)) / 3)
+    assert np.isnan(em.mean_pairwise([a])[0])
+
+
+# ---- faithfulness --------------------------------------------------------------------------
+def test_top_k_columns_and_random_columns() -> None:
+    rng = np.random.default_rng(0)
+    imp = np.array([[0.1, 0.6, 0.3, 0.0], [0.0, 0.0, 0.0, 1.0]])
+    got = em.top_k_columns(imp, 2, rng)
+    assert got[0].tolist() == [False, True, True, False]
+    assert got[1, 3] and got[1].sum() == 2  # the second: one of the three zeros
+    rand = em.random_columns(500, 4, 3, rng)
+    assert (rand.sum(1) == 3).all()
+    assert np.allclose(rand.mean(0), 0.75, atol=0.06)
+
+
+def test_replace_with_marginals_draws_from_the_same_column() -> None:
+    rng = np.random.default_rng(0)
+    X = np.arange(40.0).reshape(10, 4)  # column j holds 4 i + j
+    cols = np.zeros((10, 4), dtype=bool)
+    cols[:, 1] = True
+    out = em.replace_with_marginals(X, cols, rng)
+    np.testing.assert_array_equal(out[:, [0, 2, 3]], X[:, [0, 2, 3]])
+    assert set(out[:, 1]) <= set(X[:, 1]) and not np.array_equal(out[:, 1], X[:, 1])
+    frame = pd.DataFrame({"c": pd.Categorical(list("abcab") * 2), "x": np.arange(10.0)})
+    out = em.replace_with_marginals(
+        frame, np.column_stack([np.ones(10, bool), np.zeros(10, bool)]), rng
+    )
+    assert isinstance(out["c"].dtype, pd.CategoricalDtype)
+    assert list(out["c"].cat.categories) == ["a", "b", "c"]
+    np.testing.assert_array_equal(out["x"], frame["x"])
+
+
+def test_faithfulness_finds_the_column_the_score_reads() -> None:
+    X = np.random.default_rng(1).normal(size=(2000, 4))
+
+    def score(Z: np.ndarray) -> float:  # share of rows whose column 0 is untouched
+        return float(np.mean(Z[:, 0] == X[:, 0]))
+
+    imp = np.tile([0.7, 0.2, 0.1, 0.0], (2000, 1))
+    f = em.faithfulness(score, X, imp, seed=0)
+    assert f["base"] == 1.0
+    assert f["top1"] < 0.01 and f["top3"] < 0.01  # column 0 replaced in every row
+    assert f["rand1"] == pytest.approx(0.75, abs=0.03)  # column 0 hit in 1 row of 4
+    assert f["rand2"] == pytest.approx(0.5, abs=0.03)
+    assert em.score_drop(f, "top1", "binary") == pytest.approx(100 * (1 - f["top1"]))
+    assert em.score_drop({"base": 2.0, "top1": 2.5}, "top1", "regression") == pytest.approx(25.0)
+
+
+# ---- the benchmark script's bookkeeping ----------------------------------------------------
+def test_find_row_matches_seed_config_and_parameter_hash() -> None:
+    be = pytest.importorskip("bench_explain")
+    key = {"part": "syn", "table": "Syn1", "model": "tabsparse", "seed": 0, "config": "c"}
+    rows = [
+        {**key, "params_hash": "old", "auc": 0.1},
+        {**key, "params_hash": "new", "auc": 0.2},
+        {**key, "seed": 1, "params_hash": "new", "auc": 0.3},
+    ]
+    assert be.find_row(rows, key, "new")["auc"] == 0.2
+    assert be.find_row(rows, key, "old")["auc"] == 0.1
+    assert be.find_row(rows, key, "other") is None
+    assert be.find_row(rows, {**key, "config": "d"}, "new") is None
+
+
+def test_stability_table_cells() -> None:
+    be = pytest.importorskip("bench_explain")
+    a, b = [5, 4, 3, 2, 1, 0], [5, 4, 3, 2, 0, 1]
+    got = {
+        ("t", "tabsparse"): [
+            {"train_rows": a, "held_out": a, "permutation": a},
+            {"train_rows": b, "held_out": a, "permutation": a},
+        ],
+        ("t", "hgb"): [{"permutation": b}],
+    }
+    table = be.render_real(got, ["t"])
+    row = table.splitlines()[-1]
+    assert row.startswith("| t | 6 | 4.0 / 0.94 (2) | 5.0 / 1.00 (2) | 5.0 / 1.00 (2) |")
+    assert row.endswith("| 4.0 |")  # held-out a vs HGB's b: 4 of 5
+
+
+def test_top_k_table_cells() -> None:
+    be = pytest.importorskip("bench_explain")
+    a, b = [5, 4, 3, 2, 1, 0], [4, 5, 3, 2, 0, 1]
+    got = {("t", "tabsparse"): [{"train_rows": a, "held_out": a}, {"train_rows": b, "held_out": a}]}
+    row = be.render_topk(got, ["t"]).splitlines()[-1]
+    assert row == "| t | 0.0 / 3.0 / 4.0 | 1.0 / 3.0 / 5.0 |  |  |"  # first places swapped
