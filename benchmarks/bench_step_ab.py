@@ -189,7 +189,9 @@ def _renamed_copy(checkout: Path, name: str) -> Path:
     return folder
 
 
-def same_process_ab(baseline: Path, repeats: int) -> dict[str, tuple[float, float, float]]:
+def same_process_ab(
+    baseline: Path, repeats: int, rows: int = 15000
+) -> dict[str, tuple[float, float, float]]:
     """Median ratio new / old (with a bootstrap 95% interval) of fit, predict_proba and explain
     on the small table, the two checkouts' estimators called alternately in this process."""
     import importlib
@@ -202,7 +204,7 @@ def same_process_ab(baseline: Path, repeats: int) -> dict[str, tuple[float, floa
     sys.path.insert(0, str(HERE))
     from bench_speed import load_data
 
-    X, y, _, _, _ = load_data(15000)
+    X, y, _, _, _ = load_data(rows)
     X = np.ascontiguousarray(X, dtype=np.float32)
     classes = {
         "old": importlib.import_module("tabsparse_base").TabNetClassifier,
@@ -263,6 +265,7 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="checkout to compare against")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--rows", type=int, default=15000, help="--same-process: table rows")
     parser.add_argument("--node", action="store_true", help="one-node step against autograd")
     parser.add_argument("--fit", action="store_true", help="the small-table fit check")
     parser.add_argument(
@@ -274,7 +277,8 @@ def main() -> None:
         if args.baseline is None:
             parser.error("--same-process needs --baseline")
         print(f"{'new / old':>14} {'median':>8} {'95% interval':>18}")
-        for job, (median, low, high) in same_process_ab(args.baseline, args.repeats).items():
+        ratios = same_process_ab(args.baseline, args.repeats, args.rows)
+        for job, (median, low, high) in ratios.items():
             print(f"{job:>14} {median:8.3f}    [{low:.3f}, {high:.3f}]")
         return
     if args.worker:
