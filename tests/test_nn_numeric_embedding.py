@@ -49,7 +49,7 @@ def test_periodic_embedding_is_the_value_then_relu_of_periodic_features() -> Non
     for j in range(3):
         angles = 2 * math.pi * z[:, j : j + 1] * emb.frequencies[j]  # (6, 5)
         features = torch.cat([torch.cos(angles), torch.sin(angles)], dim=1)  # (6, 10)
-        learned = torch.relu(features @ emb.weight[j] + emb.bias[j])  # (6, 3)
+        learned = torch.relu(features @ emb.weight[j].T + emb.bias[j])  # (6, 3)
         want = torch.cat([z[:, j : j + 1], learned], dim=1)
         torch.testing.assert_close(out[:, 4 * j : 4 * j + 4], want, rtol=1e-12, atol=1e-12)
 
@@ -58,7 +58,7 @@ def test_periodic_embedding_initialisation() -> None:
     torch.manual_seed(0)
     emb = PeriodicEmbedding(n_columns=40, dim=8, n_frequencies=50, sigma=0.1)
     assert emb.frequencies.shape == (40, 50)
-    assert emb.weight.shape == (40, 100, 7) and emb.bias.shape == (40, 7)
+    assert emb.weight.shape == (40, 7, 100) and emb.bias.shape == (40, 7)
     assert abs(float(emb.frequencies.detach().std()) - 0.1) < 0.005
     bound = 1 / math.sqrt(100)
     assert float(emb.weight.abs().max()) <= bound and float(emb.bias.abs().max()) <= bound
@@ -68,7 +68,7 @@ def test_periodic_embedding_gradcheck_float64() -> None:
     torch.manual_seed(0)
     z = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
     freq = (0.5 * torch.randn(3, 4, dtype=torch.float64)).requires_grad_()
-    weight = torch.randn(3, 8, 2, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(3, 2, 8, dtype=torch.float64, requires_grad=True)
     bias = (torch.randn(3, 2, dtype=torch.float64) + 0.5).requires_grad_()
     assert torch.autograd.gradcheck(periodic_embedding, (z, freq, weight, bias))
 
