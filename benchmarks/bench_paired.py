@@ -1,4 +1,4 @@
-"""Paired comparison of tabsparse and pytorch-tabnet on the quality benchmark's test rows.
+"""Paired comparison of two models on the quality benchmark's test rows.
 
 The quality table (``bench_quality.py``) compares means over seeds. This script asks a different
 question: on one seed's models, is the difference between the two libraries larger than the test
@@ -17,12 +17,24 @@ A verdict names the better library where p < 0.05, else "no significant differen
 to ``results/paired.jsonl`` (statistics only, no predictions) and the table to the
 "Paired test" section of ``benchmarks/README.md``.
 
+``--a M --b M`` pairs ANY two models from the test predictions ``bench_quality.py`` stored
+(``results/predictions/``, no refit): ``M`` is a model name (``tabsparse`` = the variant of its
+current defaults) or a stored file's ``<model>-<variant>`` stem without ``-seed<k>``. Binary
+tables are compared by ROC AUC with DeLong's test for two correlated AUCs (DeLong, DeLong and
+Clarke-Pearson 1988: the structural components of each AUC, their covariance over the positives
+and over the negatives, a two-sided normal p), multi-class tables by accuracy (McNemar, as
+above), regression by the per-row squared errors (as above), reported as the RMSE difference and
+ratio. Rows go to ``results/paired_models.jsonl``.
+
 Usage::
 
     python benchmarks/bench_paired.py                  # every dataset, seed 0, 2 workers
     python benchmarks/bench_paired.py --datasets credit_card_default_taiwan --no-write
     # this checkout's tabsparse against the one checked out at DIR (before/after a change)
     python benchmarks/bench_paired.py --baseline DIR --no-write
+    # any two models from stored predictions (bench_quality.py --predictions), seed 0
+    python benchmarks/bench_paired.py --a tabsparse --b catboost
+    python benchmarks/bench_paired.py --a tabsparse-1a2b3c4d --b realmlp --datasets adult
 """
 
 from __future__ import annotations
@@ -98,11 +110,14 @@ def paired_regression(y: np.ndarray, ours: np.ndarray, theirs: np.ndarray) -> di
     se = float(d.std(ddof=1) / math.sqrt(n)) if n > 1 else math.inf
     diff = float(d.mean())
     z = diff / se if se > 0 else (0.0 if diff == 0 else math.copysign(math.inf, diff))
+    rmse_ours, rmse_theirs = float(math.sqrt(e_ours.mean())), float(math.sqrt(e_theirs.mean()))
     return {
         "n": n,
         "metric": "rmse",
-        "ours": float(math.sqrt(e_ours.mean())),
-        "theirs": float(math.sqrt(e_theirs.mean())),
+        "ours": rmse_ours,
+        "theirs": rmse_theirs,
+        "rmse_diff": rmse_ours - rmse_theirs,
+        "rmse_ratio": rmse_ours / rmse_theirs if rmse_theirs > 0 else math.inf,
         "diff": diff,
         "se": se,
         "p": math.erfc(abs(z) / math.sqrt(2.0)),
@@ -110,11 +125,126 @@ def paired_regression(y: np.ndarray, ours: np.ndarray, theirs: np.ndarray) -> di
 
 
 def verdict(stats: dict[str, Any], models: tuple[str, str] = MODELS) -> str:
-    """Which model is better at the 5% level (accuracy: higher; MSE: lower)."""
+    """Which model is better at the 5% level (accuracy, AUC: higher; MSE: lower)."""
     if stats["p"] >= ALPHA:
         return "no significant difference"
-    better_ours = stats["diff"] > 0 if stats["metric"] == "accuracy" else stats["diff"] < 0
+    higher = stats["metric"] in ("accuracy", "auc")
+    better_ours = stats["diff"] > 0 if higher else stats["diff"] < 0
     return f"{models[0] if better_ours else models[1]} better"
+
+
+def _midranks(x: np.ndarray) -> np.ndarray:
+    """1-based ranks of ``x`` with ties given the mean of their ranks."""
+    order = np.argsort(x, kind="mergesort")
+    xs = x[order]
+    ranks = np.empty(len(x))
+    i = 0
+    while i < len(xs):
+        j = i
+        while j + 1 < len(xs) and xs[j + 1] == xs[i]:
+            j += 1
+        ranks[order[i : j + 1]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def delong_components(positive: np.ndarray, score: np.ndarray) -> tuple[float, Any, Any]:
+    """DeLong et al. (1988): the AUC of ``score`` and its structural components.
+
+    ``V10[i]`` = the fraction of negatives that positive ``i`` outscores (ties count 1/2),
+    ``V01[j]`` = the fraction of positives that outscore negative ``j``; the AUC is the mean of
+    either. Computed from midranks (rank among all rows minus rank among its own class)."""
+    pos = positive.astype(bool)
+    m, n = int(pos.sum()), int((~pos).sum())
+    if m == 0 or n == 0:
+        raise ValueError("the AUC needs both classes in the test rows")
+    r_all = _midranks(score)
+    v10 = (r_all[pos] - _midranks(score[pos])) / n
+    v01 = 1.0 - (r_all[~pos] - _midranks(score[~pos])) / m
+    return float(v10.mean()), v10, v01
+
+
+def delong_test(positive: np.ndarray, ours: np.ndarray, theirs: np.ndarray) -> dict[str, Any]:
+    """DeLong's test of two correlated ROC AUCs on the same rows: the AUC difference (ours -
+    theirs), its standard error ``sqrt(var)`` with ``var = (S10_aa + S10_bb - 2 S10_ab) / m +
+    (S01_aa + S01_bb - 2 S01_ab) / n`` (``S10``, ``S01``: the sample covariances of the
+    structural components over the m positives and n negatives) and a two-sided normal p."""
+    auc_a, v10_a, v01_a = delong_components(positive, ours)
+    auc_b, v10_b, v01_b = delong_components(positive, theirs)
+    m, n = len(v10_a), len(v01_a)
+    s10 = np.cov(np.vstack([v10_a, v10_b])) if m > 1 else np.zeros((2, 2))
+    s01 = np.cov(np.vstack([v01_a, v01_b])) if n > 1 else np.zeros((2, 2))
+    var = (s10[0, 0] + s10[1, 1] - 2 * s10[0, 1]) / m + (s01[0, 0] + s01[1, 1] - 2 * s01[0, 1]) / n
+    diff = auc_a - auc_b
+    se = math.sqrt(max(float(var), 0.0))
+    if se > 0:
+        p = math.erfc(abs(diff / se) / math.sqrt(2.0))
+    else:
+        p = 1.0 if diff == 0 else 0.0
+    return {
+        "n": m + n,
+        "metric": "auc",
+        "ours": auc_a,
+        "theirs": auc_b,
+        "diff": diff,
+        "se": se,
+        "p": p,
+    }
+
+
+def pair_stored(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
+    """Paired statistics of two stored prediction sets of one dataset
+    (``quality_refs.load_predictions``): binary by ROC AUC (DeLong), multi-class by accuracy
+    (McNemar), regression by the squared errors (RMSE difference and ratio)."""
+    if ours["y_sha"] != theirs["y_sha"]:
+        raise ValueError("the two prediction files were scored on different test rows")
+    kind, y = ours["kind"], ours["y"]
+    if kind == "binary":
+        positive = y == ours["positive"]
+        return delong_test(positive, ours["score"], theirs["score"])
+    if kind == "regression":
+        return paired_regression(y, ours["pred"], theirs["pred"])
+    return paired_classification(y, ours["pred"], theirs["pred"])
+
+
+def resolve_file(dataset: str, spec: str, seed: int) -> Path:
+    """The prediction file of ``spec`` on ``dataset``: ``"tabsparse"`` = its current defaults
+    (the variant of the resolved parameters), any other name or ``name-<variant>`` literally."""
+    from quality_refs import prediction_path
+    from quality_refs import variant as variant_tag
+
+    if spec == "tabsparse":
+        kind = bq.TASK_BY_NAME[dataset].kind
+        tag = variant_tag(bq.resolved_tabsparse_params(kind, {}))
+        return prediction_path(dataset, spec, seed, tag)
+    return prediction_path(dataset, spec, seed)
+
+
+def compare_stored(a: str, b: str, names: list[str], seed: int) -> list[dict[str, Any]]:
+    """Pair the stored predictions of ``a`` and ``b`` on every dataset that has both."""
+    from quality_refs import load_predictions
+
+    rows = []
+    for name in names:
+        fa, fb = resolve_file(name, a, seed), resolve_file(name, b, seed)
+        if not (fa.exists() and fb.exists()):
+            print(f"{name:28s} no stored predictions of {a if not fa.exists() else b}")
+            continue
+        stats = pair_stored(load_predictions(fa), load_predictions(fb))
+        row = {"dataset": name, "a": fa.stem, "b": fb.stem, **stats}
+        row["verdict"] = verdict(row, (a, b))
+        rows.append(row)
+    return rows
+
+
+def describe(r: dict[str, Any]) -> str:
+    """One line of a stored-predictions comparison."""
+    if r["metric"] == "rmse":
+        d = f"RMSE {r['rmse_diff']:+.4g} (ratio {r['rmse_ratio']:.3f})"
+    else:
+        d = f"{r['metric']} {100 * r['diff']:+.2f} ± {100 * r['se']:.2f} points"
+    head = f"{r['dataset']:28s} {r['ours']:.4g} vs {r['theirs']:.4g}"
+    return f"{head}  {d}  p {r['p']:.3g}  {r['verdict']}"
 
 
 def pair(
@@ -201,7 +331,30 @@ def main(argv: list[str] | None = None) -> None:
         help="pair this checkout's tabsparse with the one checked out at this folder "
         "instead of pytorch-tabnet (rows go to results/paired_baseline.jsonl, not the README)",
     )
+    parser.add_argument("--a", help="pair stored predictions: this model ...")
+    parser.add_argument("--b", help="... against this one (see the module docstring)")
+    parser.add_argument(
+        "--tabsparse-from",
+        type=Path,
+        help="with --a/--b: resolve `tabsparse` to the defaults of the checkout at this folder",
+    )
     args = parser.parse_args(argv)
+    if (args.a is None) != (args.b is None):
+        parser.error("--a and --b go together")
+    if args.a is not None:
+        if args.tabsparse_from is not None:
+            sys.path.insert(0, str(args.tabsparse_from.resolve()))
+        names = [t.dataset for t in bq.TASKS if not t.skip]
+        names = [n for n in names if not args.datasets or n in args.datasets]
+        rows = compare_stored(args.a, args.b, names, args.seed)
+        for r in rows:
+            print(describe(r))
+        counts = {v: sum(r["verdict"] == v for r in rows) for v in {r["verdict"] for r in rows}}
+        print(f"summary ({len(rows)} datasets, p < {ALPHA}): {counts}")
+        with RESULTS.with_name("paired_models.jsonl").open("a") as f:
+            for r in rows:
+                f.write(json.dumps({**r, "seed": args.seed}) + "\n")
+        return
     models: tuple[str, str] = MODELS if args.baseline is None else ("tabsparse", BASELINE)
     names = [
         t.dataset

@@ -15,7 +15,10 @@ caps on the training and test rows (a seeded random subsample) so that the whole
   codes of the categorical columns (vocabulary of the whole file, NaN its own level) with
   ``cat_idxs``/``cat_dims``, numeric NaN replaced by the training mean, float32 numpy input,
   ``eval_set`` = a 10% split (seed 0, stratified for classification) of the training rows for its
-  default early stopping (``max_epochs=100, patience=10``), ``compute_importance=False``.
+  default early stopping (``max_epochs=100, patience=10``), ``compute_importance=False``;
+- ``xgboost``, ``catboost``, ``realmlp`` (pytabkit's RealMLP-TD) and ``tabm`` (pytabkit's TabM-D):
+  the strongest references, with their libraries' defaults on one thread (``quality_refs.py``
+  says how; they need the ``bench`` extra, and are fitted only when ``--models`` names them).
 
 With ``--seeds N`` the two neural networks are fitted with ``random_state`` 0..N-1 on the same
 split (the seed sets their initialisation, batch order and early-stopping holdout) and the table
@@ -24,7 +27,14 @@ on the small tables. The gradient-boosted models are fitted once.
 
 Each worker process runs one model at a time on one thread (``OMP_NUM_THREADS=1``,
 ``torch.set_num_threads(1)``, LightGBM ``n_jobs=1``), so the fit times are single-thread times.
-One JSON record per dataset x model x parameter variant is appended to
+Fit times are stored as wall seconds (``fit_s``) and the worker's CPU seconds (``fit_cpu_s``,
+``time.process_time``; the fair figure on a loaded machine). ``--fit-cpu-limit S`` ends a fit
+after S CPU seconds (the worker is restarted; the fit is noted in
+``results/quality_timeouts.jsonl`` and skipped by later ``--reuse`` runs with the same limit).
+With ``--predictions`` every fit also stores its test predictions under
+``results/predictions/`` (see ``quality_refs.py``) for ``bench_paired.py --a M --b M``; with
+``--reuse`` a seed-0 row without its prediction file is refitted (the reference models always
+store theirs). One JSON record per dataset x model x parameter variant is appended to
 ``benchmarks/results/quality.jsonl``; ``--reuse`` takes rows from there instead of refitting (the
 reference models need not be rerun when tabsparse changes; tabsparse rows are matched by the
 hash of all of its resolved parameters, so a changed default is a new variant).
@@ -37,6 +47,9 @@ Usage::
         --tabsparse-params '{"batch_size": 4096}' --no-write   # screen a candidate default
     python benchmarks/bench_quality.py --datasets adult letter --train-cap 20000
     python benchmarks/bench_quality.py --seeds 3 --reuse   # neural models: mean over 3 seeds
+    # the strongest references, one worker, cheap tables first, 15 CPU minutes per fit at most
+    python benchmarks/bench_quality.py --reuse --predictions --workers 1 --small-first \\
+        --fit-cpu-limit 900 --models tabsparse hgb lightgbm xgboost catboost realmlp tabm
 """
 
 from __future__ import annotations
@@ -69,6 +82,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from _readme import cpu_model, load_average, write_section
+from quality_refs import REFERENCES, fit_reference, limit_cpu, prediction_path, save_predictions
+from quality_refs import variant as variant_tag
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -79,7 +94,10 @@ SECTION = "## Quality against gradient boosting and pytorch-tabnet"
 DATASETS = Path(os.environ.get("TABSPARSE_DATASETS", ROOT.parent / "shared" / "datasets"))
 MODELS = ("tabsparse", "hgb", "lightgbm", "pytorch-tabnet")
 GBMS = ("hgb", "lightgbm")
-NEURAL = ("tabsparse", "pytorch-tabnet")  # fitted once per seed with --seeds
+ALL_MODELS = MODELS + REFERENCES
+GBDTS = ("hgb", "lightgbm", "xgboost", "catboost")  # "the best GBDT" of the references section
+NEURAL = ("tabsparse", "pytorch-tabnet", "realmlp", "tabm")  # fitted once per seed with --seeds
+TIMEOUTS = Path(__file__).resolve().parent / "results" / "quality_timeouts.jsonl"
 TRAIN_CAP = 50_000
 TEST_CAP = 20_000
 SEED = 0
@@ -342,6 +360,11 @@ def _tabnet_arrays(s: Split) -> tuple[np.ndarray, np.ndarray, list[int], list[in
     )
 
 
+def _timer() -> tuple[float, float]:
+    """(wall, CPU) seconds: the CPU time is this worker process's (all its threads)."""
+    return time.perf_counter(), time.process_time()
+
+
 def run_model(
     name: str,
     model: str,
@@ -350,6 +373,8 @@ def run_model(
     test_cap: int,
     seed: int = SEED,
     predictions: bool = False,
+    predictions_to: str | None = None,
+    cpu_limit: float | None = None,
 ) -> dict[str, Any]:
     """Fit and score one model on one task (runs in a worker process).
 
@@ -357,7 +382,9 @@ def run_model(
     early-stopping holdout); the train/test split and the caps never depend on it. With
     ``predictions`` the record also holds the test rows' predictions (``"predictions"``, a
     numpy array) and targets (``"y_test"``, the split's Series) for ``bench_paired.py`` to pair,
-    so that it need not load the split again; neither is stored."""
+    so that it need not load the split again; neither is stored. ``predictions_to`` is a path
+    where the predictions are stored (``quality_refs.save_predictions``); ``cpu_limit`` ends
+    the worker after that many CPU seconds of fitting and predicting."""
     import torch
 
     torch.set_num_threads(1)
@@ -368,7 +395,15 @@ def run_model(
     if model in NEURAL:
         record["seed"] = seed
     extra: dict[str, Any] = {}
-    if model == "pytorch-tabnet":
+    if cpu_limit is not None:
+        limit_cpu(cpu_limit)
+    if model in REFERENCES:
+        with contextlib.redirect_stdout(io.StringIO()):
+            pred, proba, classes, times = fit_reference(
+                model, task.kind, s.X_train, s.y_train, s.X_test, seed, params, _timer
+            )
+        fit_s, fit_cpu_s, predict_s = times["fit_s"], times["fit_cpu_s"], times["predict_s"]
+    elif model == "pytorch-tabnet":
         from pytorch_tabnet.tab_model import TabNetClassifier as PTC
         from pytorch_tabnet.tab_model import TabNetRegressor as PTR
         from sklearn.model_selection import train_test_split
@@ -384,7 +419,7 @@ def run_model(
         cls = PTR if task.kind == "regression" else PTC
         est = cls(cat_idxs=cat_idxs, cat_dims=cat_dims, verbose=0, seed=seed, **params)
         yfit = ytr.reshape(-1, 1) if task.kind == "regression" else ytr
-        t0 = time.perf_counter()
+        t0, c0 = _timer()
         with contextlib.redirect_stdout(io.StringIO()):  # its "Early stopping occurred" line
             est.fit(
                 Xtr[fit_idx],
@@ -392,7 +427,8 @@ def run_model(
                 eval_set=[(Xtr[val_idx], yfit[val_idx])],
                 compute_importance=False,
             )
-        fit_s = time.perf_counter() - t0
+        t1, c1 = _timer()
+        fit_s, fit_cpu_s = t1 - t0, c1 - c0
         extra["epochs"] = len(est.history["loss"])
         t0 = time.perf_counter()
         if task.kind == "regression":
@@ -421,9 +457,10 @@ def run_model(
             est, X_test = fit_lightgbm(task, s, params)
         else:
             raise ValueError(model)
-        t0 = time.perf_counter()
+        t0, c0 = _timer()
         est.fit(X_train, s.y_train)
-        fit_s = time.perf_counter() - t0
+        t1, c1 = _timer()
+        fit_s, fit_cpu_s = t1 - t0, c1 - c0
         if model == "tabsparse":
             extra["epochs"] = int(est.n_iter_)
             extra["best_epoch"] = int(est.best_iteration_) + 1
@@ -437,10 +474,23 @@ def run_model(
             pred = np.asarray(est.classes_)[proba.argmax(1)]
         predict_s = time.perf_counter() - t0
         classes = list(map(str, est.classes_)) if task.kind != "regression" else []
+    if cpu_limit is not None:
+        limit_cpu(None)
     record.update(score(task, s.y_test, pred, proba, classes))
-    record.update(fit_s=round(fit_s, 3), predict_s=round(predict_s, 3), **extra)
+    record.update(
+        fit_s=round(fit_s, 3),
+        fit_cpu_s=round(fit_cpu_s, 3),
+        predict_s=round(predict_s, 3),
+        **extra,
+    )
     if predictions:
         record.update(predictions=np.asarray(pred), y_test=s.y_test)
+    if predictions_to is not None:
+        save_predictions(Path(predictions_to), task.kind, s.y_test, pred, proba, classes)
+        to = Path(predictions_to)
+        record["predictions_file"] = str(
+            to.relative_to(RESULTS.parent) if to.is_relative_to(RESULTS.parent) else to
+        )
     record.update(n_train=len(s.y_train), n_test=len(s.y_test), n_train_full=s.n_train_full)
     return record
 
@@ -474,14 +524,14 @@ def score(
 
 
 # ---- results store -------------------------------------------------------------------------
-def git_commit() -> str:
+def git_commit(root: Path = ROOT) -> str:
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True
         )
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--", "tabsparse"],
-            cwd=ROOT,
+            cwd=root,
             capture_output=True,
             text=True,
         )
@@ -502,13 +552,26 @@ def load_results() -> list[dict[str, Any]]:
 
 # tabsparse parameters added after rows were stored, with the value that matches what those rows
 # did (their behaviour before the parameter existed); ``compile="auto"`` never compiles on the
-# CPU this benchmark fits on, so rows from before it match the eager step it keeps
-ADDED_PARAMS = {"ema_decay": "None", "compile": "'auto'"}
+# CPU this benchmark fits on, so rows from before it match the eager step it keeps; no table
+# here has a datetime column, so ``datetime_features="error"`` changes nothing on them
+ADDED_PARAMS = {"ema_decay": "None", "compile": "'auto'", "datetime_features": "'error'"}
+
+
+# the regressor's later parameters (its loss was the squared error before ``loss`` existed)
+ADDED_REGRESSOR_PARAMS = {
+    "loss": "'squared_error'",
+    "huber_delta": "1.0",
+    "power": "1.5",
+    "quantile": "None",
+}
 
 
 def _completed(record_params: dict[str, str]) -> dict[str, str]:
-    """A stored row's tabsparse parameters with the later-added ones filled in."""
-    return {**ADDED_PARAMS, **record_params}
+    """A stored row's tabsparse parameters with the later-added ones filled in (a row without
+    ``class_weight`` is a regressor's)."""
+    if "class_weight" in record_params:
+        return {**ADDED_PARAMS, **record_params}
+    return {**ADDED_PARAMS, **ADDED_REGRESSOR_PARAMS, **record_params}
 
 
 def resolved_tabsparse_params(
@@ -572,7 +635,7 @@ def stored_seeds(
     return [r for r in found if r is not None]
 
 
-METRICS = ("accuracy", "auc", "rmse", "r2", "fit_s", "predict_s", "epochs")
+METRICS = ("accuracy", "auc", "rmse", "r2", "fit_s", "fit_cpu_s", "predict_s", "epochs")
 
 
 def mean_over_seeds(seed_rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -591,6 +654,9 @@ def mean_over_seeds(seed_rows: list[dict[str, Any]]) -> dict[str, Any]:
         spread=float(max(firsts) - min(firsts)),
         seeds=[r.get("seed", SEED) for r in seed_rows],
         per_seed=firsts,
+        per_seed_metrics={
+            k: [r[k] for r in seed_rows] for k in ("accuracy", "auc", "rmse") if k in out
+        },
     )
     return out
 
@@ -871,10 +937,89 @@ def render_variants(found: list[dict[str, Any]]) -> str:
 
 
 # ---- main ----------------------------------------------------------------------------------
+def _import_from(folder: str) -> None:
+    """Worker initialiser: ``import tabsparse`` finds the checkout at ``folder`` first."""
+    sys.path.insert(0, folder)
+
+
+def _timed_out(caps: tuple[int, int], limit: float | None) -> set[tuple[str, str, str, int]]:
+    """(dataset, model, variant, seed) of the fits stored as ended by a CPU limit <= ``limit``."""
+    if limit is None or not TIMEOUTS.exists():
+        return set()
+    out = set()
+    for line in TIMEOUTS.read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            if (r["train_cap"], r["test_cap"]) == caps and r["cpu_limit"] <= limit:
+                out.add((r["dataset"], r["model"], r.get("variant", ""), r["seed"]))
+    return out
+
+
+Job = tuple[str, str, dict[str, Any], int, str | None]  # dataset, model, params, seed, npz path
+
+
+def execute(
+    jobs: list[Job],
+    caps: tuple[int, int],
+    workers: int,
+    cpu_limit: float | None,
+    tabsparse_from: str | None,
+) -> Any:
+    """Run the jobs in spawned worker processes; yields ``(job, record or exception)``.
+
+    With ``cpu_limit`` the jobs run one at a time in the given order, and a fit that runs out of
+    CPU time ends its worker (a fresh one takes the next job): its exception is a
+    ``TimeoutError``."""
+    ctx = mp.get_context("spawn")
+    init = {"initializer": _import_from, "initargs": (tabsparse_from,)} if tabsparse_from else {}
+
+    def submit(pool: cf.ProcessPoolExecutor, job: Job) -> cf.Future:
+        n, m, p, seed, path = job
+        return pool.submit(run_model, n, m, p, *caps, seed, False, path, cpu_limit)
+
+    if cpu_limit is None:
+        with cf.ProcessPoolExecutor(workers, mp_context=ctx, **init) as pool:
+            futures = {submit(pool, job): job for job in jobs}
+            for fut in cf.as_completed(futures):
+                try:
+                    yield futures[fut], fut.result()
+                except Exception as exc:  # keep the other results
+                    yield futures[fut], exc
+        return
+    pool: cf.ProcessPoolExecutor | None = None
+    try:
+        for job in jobs:
+            if pool is None:
+                pool = cf.ProcessPoolExecutor(1, mp_context=ctx, **init)
+            started = time.perf_counter()
+            try:
+                yield job, submit(pool, job).result()
+            except cf.process.BrokenProcessPool:
+                pool.shutdown()
+                pool = None
+                # one thread cannot spend more CPU seconds than wall seconds: a worker that
+                # ended sooner was killed for another reason
+                if time.perf_counter() - started >= cpu_limit:
+                    yield job, TimeoutError(f"worker ended: over {cpu_limit:.0f} CPU s")
+                else:
+                    yield job, RuntimeError("the worker process ended before its CPU limit")
+            except Exception as exc:
+                yield job, exc
+    finally:
+        if pool is not None:
+            pool.shutdown()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", nargs="*", help="names (default: all found)")
-    parser.add_argument("--models", nargs="*", default=list(MODELS), choices=MODELS)
+    parser.add_argument(
+        "--models",
+        nargs="*",
+        default=list(MODELS),
+        choices=ALL_MODELS,
+        help=f"models to fit (default: {' '.join(MODELS)}); the others' stored rows are shown",
+    )
     parser.add_argument(
         "--tabsparse-params",
         default="{}",
@@ -899,7 +1044,37 @@ def main(argv: list[str] | None = None) -> None:
         help="fit tabsparse and pytorch-tabnet with random_state 0..N-1 (same split); "
         "the table shows the mean over the seeds",
     )
+    parser.add_argument(
+        "--predictions",
+        action="store_true",
+        help="store every fit's test predictions (results/predictions/); with --reuse, refit "
+        "seed-0 rows whose predictions are not stored",
+    )
+    parser.add_argument(
+        "--fit-cpu-limit",
+        type=float,
+        help="end a fit after this many CPU seconds (runs the fits one at a time)",
+    )
+    parser.add_argument(
+        "--small-first",
+        action="store_true",
+        help="table by table from the cheapest (tabsparse's stored fit time) up: the "
+        "gradient-boosted models, tabsparse and RealMLP; then TabM; then pytorch-tabnet",
+    )
+    parser.add_argument(
+        "--tabsparse-from",
+        type=Path,
+        help="import tabsparse from this checkout (e.g. /tmp/today) in every process",
+    )
+    parser.add_argument(
+        "--best-only",
+        action="store_true",
+        help="write only the section on the best tabular models (not the pytorch-tabnet one)",
+    )
     args = parser.parse_args(argv)
+    tabsparse_from = str(args.tabsparse_from.resolve()) if args.tabsparse_from else None
+    if tabsparse_from:
+        sys.path.insert(0, tabsparse_from)
     ts_given = json.loads(args.tabsparse_params)
     # a list screens several variants in one pool (the table shows the first)
     ts_variants = ts_given if isinstance(ts_given, list) else [ts_given]
@@ -931,69 +1106,102 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.seeds < 1:
         parser.error(f"--seeds {args.seeds} must be >= 1")
-    commit = git_commit()
+    commit = git_commit(Path(tabsparse_from) if tabsparse_from else ROOT)
+    timed_out = _timed_out(caps, args.fit_cpu_limit)
     # the rows of the table: dataset -> model -> seed -> row (GBMs: seed 0 only)
     by_seed: dict[str, dict[str, dict[int, dict[str, Any]]]] = {n: {} for n in names}
-    jobs = []
+    jobs: list[Job] = []
     for n in names:
-        for m in MODELS:
+        kind = TASK_BY_NAME[n].kind
+        for m in ALL_MODELS:
             run_it = m in args.models
             for k, given in enumerate(ts_variants if m == "tabsparse" else [{}]):
                 only = given.get("_datasets")  # screening: this variant on these datasets only
                 if only is not None and n not in only:
                     continue
                 params = {key: v for key, v in given.items() if key != "_datasets"}
+                if m == "tabsparse":
+                    tag = variant_tag(resolved_tabsparse_params(kind, params))
+                else:
+                    tag = variant_tag(params) if params else ""
                 for seed in range(args.seeds) if m in NEURAL else [SEED]:
+                    path = prediction_path(n, m, seed, tag)
+                    save = run_it and (args.predictions or m in REFERENCES)
                     stored_row = (
                         find_stored(stored, n, m, params, caps, seed)
                         if (args.reuse or not run_it)
                         else None
                     )
+                    if (
+                        stored_row is not None
+                        and run_it
+                        and save
+                        and seed == SEED
+                        and not path.exists()
+                    ):
+                        stored_row = None  # refit for the predictions
                     if stored_row is not None and k == 0:
                         by_seed[n].setdefault(m, {})[seed] = stored_row
                     elif stored_row is None and run_it:
-                        jobs.append((n, m, params, seed))
-    # longest first: the neural networks on the biggest training sets
+                        if (n, m, tag, seed) in timed_out:
+                            print(f"skip {n} {m} seed {seed}: over the CPU limit before")
+                            continue
+                        jobs.append((n, m, params, seed, str(path) if save else None))
     size = {n: (DATASETS / n / f"{n}.csv.gz").stat().st_size for n in names}
-    jobs.sort(key=lambda j: (j[1] in GBMS, -size[j[0]], j[3]))
+    if args.small_first:
+        # a table's cost: tabsparse's stored fit seconds there (else its file size)
+        cost = {}
+        for n in names:
+            fits = [r["fit_s"] for r in stored if (r["dataset"], r["model"]) == (n, "tabsparse")]
+            cost[n] = float(np.median(fits)) if fits else size[n] / 1e4
+        tier = {**dict.fromkeys((*GBDTS, "tabsparse", "realmlp"), 0), "tabm": 1}
+        order = {m: i for i, m in enumerate(ALL_MODELS)}
+        jobs.sort(key=lambda j: (tier.get(j[1], 2), cost[j[0]], order[j[1]], j[3]))
+    else:  # longest first: the neural networks on the biggest training sets
+        jobs.sort(key=lambda j: (j[1] in GBMS or j[1] in GBDTS, -size[j[0]], j[3]))
+    workers = 1 if args.fit_cpu_limit is not None else args.workers
     print(
-        f"{len(jobs)} fits on {args.workers} workers; "
+        f"{len(jobs)} fits on {workers} workers; "
         f"{sum(len(per) for v in by_seed.values() for per in v.values())} reused"
     )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    ctx = mp.get_context("spawn")
-    with cf.ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
-        futures = {
-            pool.submit(run_model, n, m, p, *caps, seed): (n, m, p, seed) for n, m, p, seed in jobs
-        }
-        for fut in cf.as_completed(futures):
-            n, m, p, seed = futures[fut]
-            try:
-                rec = fut.result()
-            except Exception as exc:  # keep the other results
-                print(f"FAILED {n} {m}: {type(exc).__name__}: {exc}")
-                continue
-            rec.update(
-                params=p,
-                train_cap=caps[0],
-                test_cap=caps[1],
-                commit=commit,
-                time=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            )
-            if m == "tabsparse":
-                rec["params_hash"] = params_hash(rec["tabsparse_params"])
-                rec["label"] = args.label
-            with RESULTS.open("a") as fh:
-                fh.write(json.dumps(rec) + "\n")
-            if p == ts_params or m != "tabsparse":
-                by_seed[n].setdefault(m, {})[seed] = rec
-            metric = (
-                f"rmse {rec['rmse']:.4g}"
-                if "rmse" in rec
-                else f"acc {rec['accuracy']:.4f} auc {rec['auc']:.4f}"
-            )
-            tag = f"{m} s{seed}" if m in NEURAL else m
-            print(f"{n:28s} {tag:18s} {metric}  fit {rec['fit_s']:.1f}s", flush=True)
+    for (n, m, p, seed, path), rec in execute(
+        jobs, caps, workers, args.fit_cpu_limit, tabsparse_from
+    ):
+        if isinstance(rec, Exception):
+            print(f"FAILED {n} {m} seed {seed}: {type(rec).__name__}: {rec}", flush=True)
+            if isinstance(rec, TimeoutError):
+                tag = Path(path).stem.rsplit("-seed", 1)[0][len(m) + 1 :] if path else ""
+                note = {"dataset": n, "model": m, "variant": tag, "seed": seed}
+                note.update(cpu_limit=args.fit_cpu_limit, train_cap=caps[0], test_cap=caps[1])
+                note.update(time=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+                with TIMEOUTS.open("a") as fh:
+                    fh.write(json.dumps(note) + "\n")
+            continue
+        rec.update(
+            params=p,
+            train_cap=caps[0],
+            test_cap=caps[1],
+            commit=commit,
+            time=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        )
+        if m == "tabsparse":
+            rec["params_hash"] = params_hash(rec["tabsparse_params"])
+            rec["label"] = args.label
+        with RESULTS.open("a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+        if p == ts_params or m != "tabsparse":
+            by_seed[n].setdefault(m, {})[seed] = rec
+        metric = (
+            f"rmse {rec['rmse']:.4g}"
+            if "rmse" in rec
+            else f"acc {rec['accuracy']:.4f} auc {rec['auc']:.4f}"
+        )
+        tag = f"{m} s{seed}" if m in NEURAL else m
+        print(
+            f"{n:28s} {tag:18s} {metric}  fit {rec['fit_s']:.1f}s ({rec['fit_cpu_s']:.1f} CPU s)",
+            flush=True,
+        )
 
     by_dataset = {
         n: {m: mean_over_seeds([per[s] for s in sorted(per)]) for m, per in by_seed[n].items()}
@@ -1003,7 +1211,7 @@ def main(argv: list[str] | None = None) -> None:
     print()
     for n, rows in by_dataset.items():
         c = checks(rows)
-        cells = "  ".join(f"{m}={_fmt_metric(rows.get(m))}" for m in MODELS)
+        cells = "  ".join(f"{m}={_fmt_metric(rows.get(m))}" for m in ALL_MODELS if m in rows)
         print(f"{n:28s} {cells}  T={c['vs_tabnet']} G={c['vs_gbm']}")
     s = summary(by_dataset)
     print(
@@ -1012,7 +1220,7 @@ def main(argv: list[str] | None = None) -> None:
         f"mean rmse excess {100 * s['mean_rmse_excess']:.1f}%  "
         f"tabsparse fit {s['tabsparse_fit_s']:.0f}s"
     )
-    if not args.no_write:
+    if not args.no_write and not args.best_only:
         notes = NOTES_FILE.read_text() if NOTES_FILE.exists() else ""
         table = render_variants(variants(load_results(), names))
         notes = notes.replace("<!-- variants -->", table)
@@ -1030,6 +1238,17 @@ def main(argv: list[str] | None = None) -> None:
             ),
         )
         print(f"wrote {SECTION!r} in {README}")
+    if not args.no_write:
+        if any(m in rows for rows in by_dataset.values() for m in REFERENCES):
+            import quality_best
+
+            ts_tag = {
+                k: variant_tag(resolved_tabsparse_params(k, ts_params))
+                for k in ("binary", "multiclass", "regression")
+            }
+            body = quality_best.render(by_dataset, caps, ts_tag, commit)
+            write_section(README, quality_best.SECTION, body)
+            print(f"wrote {quality_best.SECTION!r} in {README}")
 
 
 if __name__ == "__main__":
