@@ -1,10 +1,19 @@
-"""Per-sample explanations: which columns each decision step attended to."""
+"""Per-sample explanations: which columns each decision step attended to, and how sure the
+global importances drawn from them are."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+
+from tabsparse.importance import (
+    MIN_SELECTION_RATE,
+    N_RESAMPLES,
+    Z_NEGLIGIBLE,
+    global_importances,
+    negligible,
+)
 
 
 @dataclass(frozen=True)
@@ -22,6 +31,14 @@ class Explanation:
         The attention mask of each decision step (each row of each step sums to one).
     feature_names : list of str
         The column names, in the order of the last axis.
+
+    Notes
+    -----
+    A row's *selected* features are those with an importance above zero: sparsemax gives exact
+    zeros, so "selected" is not a threshold choice (with ``mask_type="entmax"`` too). Global
+    statements come with their spread: :meth:`global_importances` gives the mean over the rows
+    and its bootstrap standard error, :meth:`negligible` applies the rule of
+    :func:`tabsparse.importance.negligible` to them.
     """
 
     importances: np.ndarray
@@ -35,6 +52,53 @@ class Explanation:
         """The ``k`` most important columns of one row, as ``(name, importance)`` pairs."""
         order = np.argsort(-self.importances[row], kind="stable")[:k]
         return [(self.feature_names[j], float(self.importances[row, j])) for j in order]
+
+    @property
+    def selected(self) -> np.ndarray:
+        """Boolean ``(n_samples, n_features)``: whether each row's importance of each feature is
+        above zero."""
+        return np.asarray(self.importances) > 0
+
+    def selection_rate(self) -> np.ndarray:
+        """Share of the rows in which each feature is selected, shape ``(n_features,)``."""
+        return self.selected.mean(axis=0)
+
+    def global_importances(
+        self, *, n_resamples: int = N_RESAMPLES, seed: int = 0
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Mean importance of each feature over the explained rows and its standard error.
+
+        The mean is normalised to sum to one (what ``feature_importances_`` is on the estimator's
+        own sample of rows). The standard error is the standard deviation of that mean over
+        ``n_resamples`` bootstrap resamples of the rows (seeded by ``seed``): it says how much
+        the mean depends on which rows were explained, not how much it would change if the model
+        were refitted with another seed (see :func:`tabsparse.importance.global_importances`).
+
+        Returns
+        -------
+        mean, std : ndarray of shape (n_features,)
+        """
+        return global_importances(self.importances, n_resamples=n_resamples, seed=seed)
+
+    def negligible(
+        self,
+        *,
+        z: float = Z_NEGLIGIBLE,
+        min_rate: float = MIN_SELECTION_RATE,
+        n_resamples: int = N_RESAMPLES,
+        seed: int = 0,
+    ) -> np.ndarray:
+        """Boolean ``(n_features,)``: the features whose importance on these rows is
+        indistinguishable from zero.
+
+        A feature is negligible when its mean importance is at most ``z`` standard errors
+        (:meth:`global_importances`) or when it is selected in fewer than ``min_rate`` of the
+        rows (:meth:`selection_rate`). The rule says whether *this model* uses a feature on these
+        rows; a feature it does use may still be irrelevant to the target (a model can lean on
+        noise): the spread over refits or ensemble members says that.
+        """
+        mean, std = self.global_importances(n_resamples=n_resamples, seed=seed)
+        return negligible(mean, std, self.selection_rate(), z=z, min_rate=min_rate)
 
     def to_frame(self):  # type: ignore[no-untyped-def]
         """Importances as a pandas DataFrame with one column per feature."""

@@ -8,10 +8,12 @@ a new one) and returns it, so plots can be styled further, saved or shown by the
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from numbers import Integral
+from numbers import Integral, Real
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from tabsparse.importance import Z_NEGLIGIBLE, negligible
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -58,15 +60,27 @@ def _feature_names(estimator: Any, n_features: int) -> list[str]:
     return [str(name) for name in names]
 
 
-def plot_importances(estimator: Any, *, top: int | None = 20, ax: Axes | None = None) -> Axes:
-    """Horizontal bars of a fitted estimator's ``feature_importances_``, largest on top.
+def plot_importances(
+    estimator: Any, *, top: int | None = 20, z: float | None = Z_NEGLIGIBLE, ax: Axes | None = None
+) -> Axes:
+    """Horizontal bars of a fitted estimator's ``feature_importances_``, largest on top, with
+    their spread.
+
+    When the estimator has ``feature_importances_std_`` (the standard error of each importance;
+    models saved before it existed have none), each bar gets an error bar of ``z`` standard
+    errors either side, and the features the rule of :func:`tabsparse.importance.negligible`
+    calls indistinguishable from zero (importance at most ``z`` standard errors, so that the
+    error bar reaches zero) are drawn grey and hatched.
 
     Parameters
     ----------
-    estimator : TabNetClassifier or TabNetRegressor
+    estimator : TabNetClassifier, TabNetRegressor or TabNetPretrainer
         A fitted estimator (anything with ``feature_importances_`` works).
     top : int or None, default=20
         Show the ``top`` most important columns; ``None`` shows all of them.
+    z : float or None, default=2.0
+        Half-width of the error bars in standard errors, and the ``z`` of the rule. ``None``
+        draws plain bars.
     ax : matplotlib Axes, optional
         Where to draw; a new figure is made when omitted.
 
@@ -74,14 +88,16 @@ def plot_importances(estimator: Any, *, top: int | None = 20, ax: Axes | None = 
     -------
     matplotlib.axes.Axes
         The bars are ``ax.patches``, in order from the most important column down; the y tick
-        labels are the column names.
+        labels are the column names. With error bars, the ``BarContainer`` in ``ax.containers``
+        holds them as ``.errorbar`` (half-widths ``z * feature_importances_std_``); a negligible
+        feature's bar has the hatch ``"//"``.
 
     Raises
     ------
     sklearn.exceptions.NotFittedError
         The estimator is not fitted.
     ValueError
-        ``top`` is not a positive integer.
+        ``top`` is not a positive integer, or ``z`` is not a number >= 0.
     ImportError
         matplotlib is not installed.
     """
@@ -89,7 +105,12 @@ def plot_importances(estimator: Any, *, top: int | None = 20, ax: Axes | None = 
     _check_fitted(estimator, ["feature_importances_"])
     if top is not None and (isinstance(top, bool) or not isinstance(top, Integral) or top < 1):
         raise ValueError(f"top must be a positive integer or None, got {top!r}")
+    if z is not None and (isinstance(z, bool) or not isinstance(z, Real) or not z >= 0):
+        raise ValueError(f"z must be a number >= 0 or None, got {z!r}")
     importances = np.asarray(estimator.feature_importances_, dtype=np.float64).ravel()
+    std = getattr(estimator, "feature_importances_std_", None)
+    if std is not None:
+        std = np.asarray(std, dtype=np.float64).ravel()
     names = _feature_names(estimator, len(importances))
     order = np.argsort(-importances, kind="stable")
     if top is not None:
@@ -97,10 +118,33 @@ def plot_importances(estimator: Any, *, top: int | None = 20, ax: Axes | None = 
     if ax is None:
         ax = _new_axes((6.4, max(2.0, 0.3 * len(order) + 1.0)))
     positions = np.arange(len(order))
-    ax.barh(positions, importances[order], color="tab:blue")
+    if std is None or z is None:
+        ax.barh(positions, importances[order], color="tab:blue")
+    else:
+        flat = negligible(importances[order], std[order], z=float(z))
+        bars = ax.barh(
+            positions,
+            importances[order],
+            xerr=float(z) * std[order],
+            color=np.where(flat, "lightgrey", "tab:blue").tolist(),
+            error_kw={"ecolor": "black", "capsize": 2, "elinewidth": 1},
+        )
+        for bar, is_flat in zip(bars.patches, flat, strict=True):
+            if is_flat:
+                bar.set_hatch("//")
+        if flat.any():
+            from matplotlib.patches import Patch
+
+            ax.legend(
+                handles=[Patch(facecolor="lightgrey", hatch="//")],
+                labels=["indistinguishable from zero"],
+                loc="lower right",
+                fontsize="small",
+            )
+        ax.set_xlim(left=0.0)
     ax.set_yticks(positions, [names[j] for j in order])
     ax.set_ylim(len(order) - 0.5, -0.5)  # the most important column on top
-    ax.set_xlabel("importance")
+    ax.set_xlabel("importance" if std is None or z is None else f"importance (± {z:g} std. error)")
     shown = f"top {len(order)} of {len(importances)}" if len(order) < len(importances) else "all"
     ax.set_title(f"Feature importances ({shown} columns)")
     return ax

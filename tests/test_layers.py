@@ -31,6 +31,7 @@ LAYER_PREFIXES = {
         "data",
         "distributed",
         "explain",
+        "importance",
         "losses",
         "nn",
         "optim",

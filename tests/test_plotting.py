@@ -87,6 +87,73 @@ def test_importances_reject_a_bad_top(validated: TabNetClassifier, top: object) 
         plot_importances(validated, top=top)  # type: ignore[arg-type]
 
 
+def _bar_container(ax):  # type: ignore[no-untyped-def]
+    from matplotlib.container import BarContainer
+
+    (bars,) = [c for c in ax.containers if isinstance(c, BarContainer)]
+    return bars
+
+
+def _error_bars(ax) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """``(n_bars, 2)``: the left and right ends of each horizontal error bar, in bar order."""
+    container = _bar_container(ax).errorbar
+    assert container is not None
+    segments = container.lines[2][0].get_segments()
+    return np.array([[seg[0][0], seg[1][0]] for seg in segments])
+
+
+@pytest.mark.parametrize("z", [2.0, 1.0])
+def test_importance_error_bars_are_z_standard_errors(validated: TabNetClassifier, z: float) -> None:
+    ax = plot_importances(validated, top=None, z=z)
+    importances = validated.feature_importances_.astype(np.float64)
+    std = validated.feature_importances_std_.astype(np.float64)
+    order = np.argsort(-importances, kind="stable")
+    ends = _error_bars(ax)
+    np.testing.assert_allclose(ends[:, 0], importances[order] - z * std[order], rtol=1e-6)
+    np.testing.assert_allclose(ends[:, 1], importances[order] + z * std[order], rtol=1e-6)
+    assert ax.get_xlabel() == f"importance (± {z:g} std. error)"
+
+
+def test_negligible_features_are_grey_and_hatched(validated: TabNetClassifier) -> None:
+    """Known importances and standard errors: the rule (importance at most 2 standard errors)
+    picks the bars to hatch, and a legend names them."""
+    est = copy.deepcopy(validated)
+    est.feature_importances_ = np.array([0.5, 0.3, 0.1, 0.05, 0.03, 0.02])
+    est.feature_importances_std_ = np.array([0.01, 0.2, 0.01, 0.03, 0.0, 0.01])
+    ax = plot_importances(est)
+    hatched = [bar.get_hatch() == "//" for bar in ax.patches]
+    # income: 0.3 <= 2 x 0.2; score: 0.05 <= 2 x 0.03; colour: 0.02 <= 2 x 0.01 (the bound)
+    assert hatched == [False, True, False, True, False, True]
+    colours = [matplotlib.colors.to_hex(bar.get_facecolor()) for bar in ax.patches]
+    grey, blue = matplotlib.colors.to_hex("lightgrey"), matplotlib.colors.to_hex("tab:blue")
+    assert colours == [blue, grey, blue, grey, blue, grey]
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["indistinguishable from zero"]
+    # z=None: plain bars, no error bars, no legend
+    ax = plot_importances(est, z=None, ax=plt.subplots()[1])
+    assert _bar_container(ax).errorbar is None and ax.get_legend() is None
+    assert not any(bar.get_hatch() for bar in ax.patches)
+
+
+def test_no_error_bars_without_a_spread(validated: TabNetClassifier) -> None:
+    """Models saved before the spread existed have no ``feature_importances_std_``."""
+    old = copy.deepcopy(validated)
+    del old.feature_importances_std_
+    ax = plot_importances(old)
+    assert _bar_container(ax).errorbar is None
+    assert ax.get_xlabel() == "importance"
+    np.testing.assert_allclose(
+        sorted((bar.get_width() for bar in ax.patches), reverse=True),
+        np.sort(validated.feature_importances_)[::-1],
+    )
+
+
+@pytest.mark.parametrize("z", [-1.0, True, "2", float("nan")])
+def test_importances_reject_a_bad_z(validated: TabNetClassifier, z: object) -> None:
+    with pytest.raises(ValueError, match="z must be a number >= 0 or None"):
+        plot_importances(validated, z=z)  # type: ignore[arg-type]
+
+
 def test_unfitted_estimators_are_refused() -> None:
     with pytest.raises(NotFittedError):
         plot_importances(TabNetClassifier())

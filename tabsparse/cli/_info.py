@@ -47,6 +47,9 @@ def _model_summary(model: Any) -> dict[str, Any]:
         names = [c["name"] for c in summary["columns"]]
         order = np.argsort(-np.asarray(importances), kind="stable")
         summary["feature_importances"] = {names[j]: float(importances[j]) for j in order}
+        std = getattr(model, "feature_importances_std_", None)
+        if std is not None:  # models saved before the spread existed have none
+            summary["feature_importances_std"] = {names[j]: float(std[j]) for j in order}
     history = list(getattr(model, "history_", []))
     training: dict[str, Any] = {
         "epochs": len(history),
@@ -69,6 +72,21 @@ def _model_summary(model: Any) -> dict[str, Any]:
         for name, value in sorted(model.get_params(deep=False).items())
     }
     return summary
+
+
+def _importance_text(importance: float | None, std: float | None) -> str:
+    """``importance 0.123 +/- 0.004`` (the standard error), then ``(~0)`` when the rule of
+    :func:`tabsparse.importance.negligible` calls it indistinguishable from zero."""
+    if importance is None:
+        return ""
+    if std is None:
+        return f"importance {importance:.3f}"
+    import numpy as np
+
+    from tabsparse.importance import negligible
+
+    flat = "  (~0)" if negligible(np.array([importance]), np.array([std]))[0] else ""
+    return f"importance {importance:.3f} +/- {std:.3f}{flat}"
 
 
 def _print_summary(summary: dict[str, Any], out: TextIO) -> None:
@@ -98,12 +116,12 @@ def _print_summary(summary: dict[str, Any], out: TextIO) -> None:
     line(f"columns     {len(columns)}")
     width = max(len(c["name"]) for c in columns)
     importances = summary.get("feature_importances", {})
+    spread = summary.get("feature_importances_std", {})
     for c in columns:
         kind = c["kind"]
         if kind == "categorical":
             kind += f" ({c['n_categories']} categories)"
-        imp = importances.get(c["name"])
-        share = "" if imp is None else f"importance {imp:.3f}"
+        share = _importance_text(importances.get(c["name"]), spread.get(c["name"]))
         line(f"  {c['name']:<{width}}  {kind:<28} {share}".rstrip())
     line("parameters")
     for name, value in summary["parameters"].items():

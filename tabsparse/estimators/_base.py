@@ -46,6 +46,7 @@ from tabsparse.data import is_sparse_matrix as _is_sparse
 from tabsparse.data.sparse import CSRRows, encode_sparse_rows, fit_sparse_rows
 from tabsparse.estimators._inputs import check_table, resolve_device, to_tensor
 from tabsparse.explain import Explanation
+from tabsparse.importance import global_importances
 from tabsparse.progress import progress_callbacks
 from tabsparse.streaming import StreamingSource
 from tabsparse.training import (
@@ -80,7 +81,7 @@ class FitData:
 
     train: TensorData | StreamingSource
     val: TensorData | None
-    sample: TensorData  # the rows feature_importances_ is computed on
+    sample: TensorData  # training rows for feature_importances_ (see _importance_rows)
     seed: int
     rng: np.random.Generator  # the fit's numpy stream (split, masks, importance sample)
     pretrained: Any = None  # a fitted TabNetPretrainer whose weights start the network
@@ -216,6 +217,7 @@ class TabNetBase(BaseEstimator):
         self.network_.to(device)
         self.device_ = device
         trainer = self._trainer(data.train, data.seed, device, ctx)
+        importance_rows = self._importance_rows(data)  # before the pretrainer masks data.val
         self._before_training(trainer, data)
         try:
             with _verbose_logging(self.verbose):
@@ -224,14 +226,20 @@ class TabNetBase(BaseEstimator):
                 raise KeyboardInterrupt
         except (TrainingError, KeyboardInterrupt):
             if trainer.best_iteration is None:  # no epoch finished: stay cleanly unfitted
-                for name in ("network_", "n_iter_", "best_iteration_", "feature_importances_"):
+                for name in (
+                    "network_",
+                    "n_iter_",
+                    "best_iteration_",
+                    "feature_importances_",
+                    "feature_importances_std_",
+                ):
                     self.__dict__.pop(name, None)
             else:  # keep the best weights so far as a usable model, then report (a Ctrl-C
                 # inside cross_val_score / GridSearchCV stops the search instead of scoring
                 # a partly trained model)
-                self._finish_fit(trainer, data.sample, data.rng)
+                self._finish_fit(trainer, importance_rows, data.rng)
             raise
-        self._finish_fit(trainer, data.sample, data.rng)
+        self._finish_fit(trainer, importance_rows, data.rng)
         return self
 
     def _trainer(
@@ -273,7 +281,9 @@ class TabNetBase(BaseEstimator):
         self.n_iter_ = len(self.history_)
         self.compiled_ = trainer.compiled
         self.best_iteration_ = trainer.best_iteration
-        self.feature_importances_ = self._importances_on_sample(sample, rng)
+        self.feature_importances_, self.feature_importances_std_ = self._importances_on_sample(
+            sample, rng
+        )
 
     def _checkpoint_meta(self, n_train: int, seed: int) -> dict[str, Any]:
         # settings that do not change what is fitted (compile: only the rounding)
@@ -507,12 +517,27 @@ class TabNetBase(BaseEstimator):
         )
 
     # ---- explanations --------------------------------------------------------------------------
-    def _importances_on_sample(self, data: TensorData, rng: np.random.Generator) -> np.ndarray:
+    def _importance_rows(self, data: FitData) -> TensorData:
+        """The rows ``feature_importances_`` is computed on: the validation rows (held out from
+        training: ``X_val`` or early stopping's split) when there are at least
+        :data:`AUTO_EARLY_STOPPING_ROWS` of them, else the training rows ``data.sample``."""
+        if data.val is not None and len(data.val) >= AUTO_EARLY_STOPPING_ROWS:
+            return data.val
+        return data.sample
+
+    def _importances_on_sample(
+        self, data: TensorData, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``feature_importances_`` and ``feature_importances_std_``: the mean importance over
+        up to :data:`IMPORTANCE_SAMPLE` rows of ``data`` drawn from ``rng`` (normalised to sum
+        to one) and its standard error, from a bootstrap over those rows seeded from ``rng``
+        (:func:`tabsparse.importance.global_importances`); both in the dtype of the masks."""
         n = len(data)
         idx = np.sort(rng.choice(n, size=min(n, IMPORTANCE_SAMPLE), replace=False))
         sample = data.take(torch.from_numpy(idx).to(data.device))
-        imp = self._explain_tensors(sample)[0].mean(axis=0)
-        return imp / imp.sum()
+        per_row = self._explain_tensors(sample)[0]
+        mean, std = global_importances(per_row, seed=int(rng.integers(2**31 - 1)))
+        return mean.astype(per_row.dtype), std.astype(per_row.dtype)
 
     def _explain_tensors(self, data: TensorData) -> tuple[np.ndarray, np.ndarray]:
         net: Any = self.network_

@@ -47,13 +47,15 @@ _COMMON_ATTRIBUTES = (
     "n_features_in_",
     "feature_names_in_",
     "feature_importances_",
+    "feature_importances_std_",
     "history_",
     "n_iter_",
     "best_iteration_",
     "compiled_",
 )
-# files written before compile= existed have no compiled_
-_OPTIONAL_ATTRIBUTES = frozenset({"feature_names_in_", "compiled_"})
+# files written before compile= existed have no compiled_; before the importance spread, no
+# feature_importances_std_ (such a model loads without it: no spread to show)
+_OPTIONAL_ATTRIBUTES = frozenset({"feature_names_in_", "compiled_", "feature_importances_std_"})
 
 
 def _bad(problem: str) -> Any:
@@ -74,8 +76,9 @@ class EstimatorSpec:
         only classes :func:`load` ever instantiates are the ``cls`` of registered specs.
     attributes : tuple of str
         Fitted attributes of this class beyond the common ones (``n_features_in_``,
-        ``feature_names_in_``, ``feature_importances_``, ``history_``, ``n_iter_``,
-        ``best_iteration_``, ``compiled_``), saved with their types and restored after checks.
+        ``feature_names_in_``, ``feature_importances_``, ``feature_importances_std_``,
+        ``history_``, ``n_iter_``, ``best_iteration_``, ``compiled_``), saved with their types
+        and restored after checks.
     check : callable
         ``check(estimator)`` validates those attributes once they are set on a fresh estimator
         (together with its ``encoder_``), raising ``ValueError`` or ``TypeError`` when they are
@@ -162,6 +165,18 @@ def _check_common(est: Any) -> None:
     imp = est.feature_importances_
     if not isinstance(imp, np.ndarray) or imp.dtype.kind != "f" or imp.shape != (enc.n_features,):
         raise ValueError(f"feature_importances_ must be a float array of shape ({enc.n_features},)")
+    std = getattr(est, "feature_importances_std_", None)
+    if std is not None and (
+        not isinstance(std, np.ndarray)
+        or std.dtype.kind != "f"
+        or std.shape != (enc.n_features,)
+        or not np.all(np.isfinite(std))
+        or bool((std < 0).any())
+    ):
+        raise ValueError(
+            "feature_importances_std_ must be a finite float array >= 0 of shape "
+            f"({enc.n_features},)"
+        )
     history = est.history_
     if not isinstance(history, list) or not all(
         isinstance(r, dict) and all(isinstance(k, str) and _is_real(v) for k, v in r.items())

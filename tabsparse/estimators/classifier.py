@@ -183,9 +183,17 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
     feature_names_in_ : ndarray of str
         Only when ``X`` was a DataFrame (pandas, polars, pyarrow, ...) with string column names.
     feature_importances_ : ndarray of shape (n_features,)
-        Global importances (sum to one), from a bounded sample of the training rows; one per
-        feature of ``encoder_.feature_names`` (an expanded datetime column gives one per part,
-        otherwise these are the input columns).
+        Global importances (sum to one): the mean of :meth:`explain`'s per-row importances over
+        up to 8,192 validation rows when the fit has at least 500 (``X_val`` or early
+        stopping's split: rows held out from training), else over up to 8,192 training rows;
+        one per feature of ``encoder_.feature_names`` (an expanded datetime column gives one
+        per part, otherwise these are the input columns).
+    feature_importances_std_ : ndarray of shape (n_features,)
+        The standard error of each of ``feature_importances_``: the standard deviation of the
+        mean over 200 bootstrap resamples of those rows (seeded from the fit's seed). It says
+        how much an importance depends on which rows were sampled, not how much a refit with
+        another seed would move it. An importance at most two standard errors is
+        indistinguishable from zero (:func:`tabsparse.importance.negligible`).
     history_ : list of dict
         Per epoch: ``epoch``, ``train_loss``, ``learning_rate``, ``seconds`` and, with
         validation data, ``val_loss`` and ``val_score``.

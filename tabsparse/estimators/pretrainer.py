@@ -79,7 +79,11 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
     n_iter_ : int
     best_iteration_ : int
     feature_importances_ : ndarray of shape (n_features,)
-        Attention importances of the encoder on a sample of the training rows.
+        Attention importances of the encoder (sum to one): the mean over up to 8,192 of the
+        validation rows when ``X_val`` or the split has at least 500 (as given, not the masked
+        copy the fit validates on), else over up to 8,192 training rows.
+    feature_importances_std_ : ndarray of shape (n_features,)
+        Their standard errors, as for :class:`tabsparse.TabNetClassifier`.
     device_ : torch.device
     compiled_ : bool
         Whether the fit's last epochs ran the compiled training step (see ``compile``).

@@ -67,8 +67,9 @@ class TabNetRegressor(RegressorMixin, TabNetSupervised):
         mean of ``y`` as the scale.
 
     The other fitted attributes (``n_features_in_``, ``feature_names_in_``,
-    ``feature_importances_``, ``history_``, ``n_iter_``, ``best_iteration_``, ``device_``,
-    ``compiled_``, ``network_``, ``encoder_``) are as for :class:`tabsparse.TabNetClassifier`.
+    ``feature_importances_``, ``feature_importances_std_``, ``history_``, ``n_iter_``,
+    ``best_iteration_``, ``device_``, ``compiled_``, ``network_``, ``encoder_``) are as for
+    :class:`tabsparse.TabNetClassifier`.
 
     Examples
     --------
