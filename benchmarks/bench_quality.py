@@ -1059,7 +1059,7 @@ def main(argv: list[str] | None = None) -> None:
         "--small-first",
         action="store_true",
         help="table by table from the cheapest (tabsparse's stored fit time) up: the "
-        "gradient-boosted models, tabsparse and RealMLP; then TabM; then pytorch-tabnet",
+        "gradient-boosted models and tabsparse; then RealMLP; then TabM; then pytorch-tabnet",
     )
     parser.add_argument(
         "--tabsparse-from",
@@ -1154,7 +1154,7 @@ def main(argv: list[str] | None = None) -> None:
         for n in names:
             fits = [r["fit_s"] for r in stored if (r["dataset"], r["model"]) == (n, "tabsparse")]
             cost[n] = float(np.median(fits)) if fits else size[n] / 1e4
-        tier = {**dict.fromkeys((*GBDTS, "tabsparse", "realmlp"), 0), "tabm": 1}
+        tier = {**dict.fromkeys((*GBDTS, "tabsparse"), 0), "realmlp": 1, "tabm": 2}
         order = {m: i for i, m in enumerate(ALL_MODELS)}
         jobs.sort(key=lambda j: (tier.get(j[1], 2), cost[j[0]], order[j[1]], j[3]))
     else:  # longest first: the neural networks on the biggest training sets
