@@ -369,6 +369,7 @@ def render_real(got: dict[tuple[str, str], list[dict[str, Any]]], tables: list[s
 TOPK_COLUMNS = (
     ("tabsparse", "train_rows", "tabsparse, training rows"),
     ("tabsparse", "held_out", "tabsparse, held-out rows"),
+    ("tabsparse", "permutation", "tabsparse permutation"),
     ("lightgbm-bagged", "gain", "LightGBM gain, bagged"),
     ("hgb", "permutation", "HGB permutation"),
 )
@@ -425,9 +426,16 @@ def render(
     ts = [
         r for rows in list(syn.values()) + list(real.values()) for r in rows if "params_hash" in r
     ]
-    hashes = sorted({r["params_hash"] for r in ts})
+    # one hash per estimator: the resolved parameters less the seed
+    hashes = sorted(
+        {
+            params_hash({k: v for k, v in r["tabsparse_params"].items() if k != "random_state"})
+            for r in ts
+        }
+    )
     commits = sorted({r.get("commit", "?") for r in ts})
     load = load_average()
+    busy = f"; load average {load:.2f} when written" if load is not None else ""
     cpu = {
         m: sum(
             r.get("fit_cpu_s", 0.0)
@@ -442,8 +450,8 @@ def render(
             f"Machine: {cpu_model()}, {os.cpu_count()} logical cores, one process on one thread; "
             f"torch {torch.__version__}, scikit-learn {sklearn.__version__}, LightGBM "
             f"{lightgbm.__version__}. Written {_dt.date.today().isoformat()} from tabsparse rows "
-            f"of commit {', '.join(commits)} (resolved-parameter hash {', '.join(hashes)}: today's "
-            f"defaults){f'; load average {load:.2f} when written' if load is not None else ''}. "
+            f"of commit {', '.join(commits)} (resolved parameters less the seed: hash "
+            f"{', '.join(hashes)}, classifier and regressor defaults){busy}. "
             f"Fit CPU time: tabsparse {cpu['tabsparse']:.0f} s, pytorch-tabnet "
             f"{cpu['pytorch-tabnet']:.0f} s. Definitions and settings: the docstring of "
             "`bench_explain.py`; what it means for a user: [docs/trust.md](../docs/trust.md).",

@@ -198,6 +198,11 @@ def test_stability_table_cells() -> None:
 def test_top_k_table_cells() -> None:
     be = pytest.importorskip("bench_explain")
     a, b = [5, 4, 3, 2, 1, 0], [4, 5, 3, 2, 0, 1]
-    got = {("t", "tabsparse"): [{"train_rows": a, "held_out": a}, {"train_rows": b, "held_out": a}]}
+    got = {
+        ("t", "tabsparse"): [
+            {"train_rows": a, "held_out": a, "permutation": b},
+            {"train_rows": b, "held_out": a, "permutation": b},
+        ]
+    }
     row = be.render_topk(got, ["t"]).splitlines()[-1]
-    assert row == "| t | 0.0 / 3.0 / 4.0 | 1.0 / 3.0 / 5.0 |  |  |"  # first places swapped
+    assert row == "| t | 0.0 / 3.0 / 4.0 | 1.0 / 3.0 / 5.0 | 1.0 / 3.0 / 5.0 |  |  |"  # 1st swapped
