@@ -3,6 +3,8 @@ benchmarks/README.md) and the behaviour they were chosen for."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -57,3 +59,29 @@ def test_auto_early_stopping_needs_a_validation_split_of_500_rows() -> None:
         reg = TabNetRegressor(max_epochs=1, validation_fraction=fraction, random_state=0)
         reg.fit(X, X[:, 0])
         assert ("val_loss" in reg.history_[0]) is expected, (n, fraction)
+
+
+def test_auto_early_stopping_validates_binary_targets_from_1000_rows() -> None:
+    """Quality round 11: a binary target holds out 10% from 1,000 rows on and stops on
+    ``scoring``; other targets keep the 500-row minimum of the held-out split."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1000, 3))
+    binary = (X[:, 0] + 0.5 * rng.normal(size=1000) > 0).astype(int)
+    settings = {"max_epochs": 6, "n_iter_no_change": 2, "random_state": 0, "device": "cpu"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # scoring is used: no "is not used" warning
+        clf = TabNetClassifier(**settings, scoring="roc_auc").fit(X, binary)
+    scores = [r["val_score"] for r in clf.history_]
+    assert all(0.5 < s <= 1.0 for s in scores)  # ROC AUC of the held-out rows
+    assert clf.best_iteration_ == int(np.argmax(scores))
+    fitted = TabNetClassifier(**settings).fit(X, binary)
+    assert "val_loss" in fitted.history_[0]
+    # the held-out 100 rows are not trained on: the fit differs from one on all 1,000 rows
+    everything = TabNetClassifier(**settings, early_stopping=False).fit(X, binary)
+    assert "val_loss" not in everything.history_[0]
+    assert not np.allclose(fitted.predict_proba(X), everything.predict_proba(X))
+    below = TabNetClassifier(**settings).fit(X[:990], binary[:990])
+    assert "val_loss" not in below.history_[0]
+    three = np.digitize(X[:, 0], [-0.5, 0.5])
+    assert "val_loss" not in TabNetClassifier(**settings).fit(X, three).history_[0]
+    assert "val_loss" not in TabNetRegressor(**settings).fit(X, X[:, 0]).history_[0]

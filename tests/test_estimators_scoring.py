@@ -32,7 +32,9 @@ def test_scoring_without_validation_rows_warns_with_the_reason() -> None:
         TabNetClassifier(**TINY, scoring="roc_auc").fit(X, y)
     (message,) = scoring_warnings(list(caught))
     assert [w.filename for w in caught if "is not used" in str(w.message)] == [__file__]
-    assert "early_stopping='auto' holds out a validation split only from 5000 rows" in message
+    # a binary target validates from 100 held-out rows (1,000 rows at the default 10%)
+    assert "early_stopping='auto' holds out a validation split only from 1000 rows" in message
+    assert "(validation_fraction=0.1 of them >= 100)" in message
     assert "X has 120" in message
     assert "Pass X_val and y_val, or set early_stopping=True" in message
     with pytest.warns(UserWarning, match="scoring='r2' is not used") as caught:
@@ -44,8 +46,13 @@ def test_scoring_without_validation_rows_warns_with_the_reason() -> None:
 
 def test_the_threshold_in_the_message_follows_validation_fraction() -> None:
     X, y = data(120)
-    with pytest.warns(UserWarning, match=re.escape("only from 2500 rows")):
+    with pytest.warns(UserWarning, match=re.escape("only from 500 rows")):
         TabNetClassifier(**TINY, scoring="accuracy", validation_fraction=0.2).fit(X, y)
+    with pytest.warns(UserWarning, match=re.escape("only from 2500 rows")):
+        TabNetRegressor(**TINY, scoring="r2", validation_fraction=0.2).fit(X, y.astype(float))
+    three = np.where(X["a"] > 0.5, 2, y)  # other targets keep the 500-row minimum
+    with pytest.warns(UserWarning, match=re.escape("only from 5000 rows")):
+        TabNetClassifier(**TINY, scoring="accuracy").fit(X, three)
 
 
 def test_no_warning_when_scoring_is_used_or_left_at_loss() -> None:

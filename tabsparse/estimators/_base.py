@@ -311,9 +311,13 @@ class TabNetBase(BaseEstimator):
             return auto_batch_size(n_train, self.virtual_batch_size)
         return int(self.batch_size)
 
+    def _auto_validation_rows(self) -> int:
+        """The fewest held-out rows with which ``early_stopping="auto"`` validates."""
+        return AUTO_EARLY_STOPPING_ROWS
+
     def _use_early_stopping(self, n_samples: int) -> bool:
-        if self.early_stopping == "auto":  # a validation split of at least 500 rows
-            return n_samples * self.validation_fraction >= AUTO_EARLY_STOPPING_ROWS
+        if self.early_stopping == "auto":  # a validation split of at least that many rows
+            return n_samples * self.validation_fraction >= self._auto_validation_rows()
         return bool(self.early_stopping)
 
     def _split(

@@ -28,7 +28,6 @@ from tabsparse.data import EncodedTable, TableEncoder
 from tabsparse.data.sparse import CSRRows
 from tabsparse.distributed import broadcast_int, detect
 from tabsparse.estimators._base import (
-    AUTO_EARLY_STOPPING_ROWS,
     IMPORTANCE_SAMPLE,
     FitData,
     TabNetBase,
@@ -316,11 +315,12 @@ class TabNetSupervised(TabNetBase):
             return
         what = f"scoring={self.scoring!r}" if isinstance(self.scoring, str) else "scoring"
         if self.early_stopping == "auto":
-            needed = math.ceil(AUTO_EARLY_STOPPING_ROWS / self.validation_fraction)
+            minimum = self._auto_validation_rows()
+            needed = math.ceil(minimum / self.validation_fraction)
             reason = (
                 f"early_stopping='auto' holds out a validation split only from {needed} rows "
                 f"(validation_fraction={self.validation_fraction} of them >= "
-                f"{AUTO_EARLY_STOPPING_ROWS}), and X has {n_rows}"
+                f"{minimum}), and X has {n_rows}"
             )
         else:
             reason = "early_stopping=False and no X_val was given"

@@ -25,6 +25,11 @@ from tabsparse.estimators._targets import (
 from tabsparse.losses import smoothed_cross_entropy
 from tabsparse.training import LossFn
 
+#: ``early_stopping="auto"`` on a binary target (one column of two classes) validates from this
+#: many held-out rows (1,000 rows at the default ``validation_fraction``); other targets from
+#: ``AUTO_EARLY_STOPPING_ROWS`` (500) of ``_base``. See "Quality round 11" in benchmarks/README.md.
+AUTO_EARLY_STOPPING_ROWS_BINARY = 100
+
 
 class TabNetClassifier(ClassifierMixin, TabNetSupervised):
     """TabNet classifier (Arik & Pfister) with sparsemax attention.
@@ -78,8 +83,11 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         ``t``). Validation, early stopping and the fitted model use the averaged weights;
         training continues from the live ones. None: no averaging.
     early_stopping : "auto" or bool, default="auto"
-        "auto" enables it when the held-out split would have at least 500 rows (5,000 rows at
-        the default ``validation_fraction``) or when ``X_val`` is given.
+        "auto" enables it when ``X_val`` is given or when the held-out split would have at
+        least 100 rows for a binary target (1,000 rows at the default ``validation_fraction``)
+        and 500 rows otherwise (5,000 rows; multi-class, multi-label and multi-task targets,
+        and the regressor): on the benchmark's small binary tables validating and stopping
+        beat 200 epochs without validation (user guide, "Choosing parameters / defaults").
     validation_fraction : float, default=0.1
         Fraction of the training rows held out (stratified) when early stopping without ``X_val``.
     n_iter_no_change : int, default=20
@@ -383,6 +391,13 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
 
     def _target_kind_for(self, y: Any) -> type[Target]:
         return classification_kind(y, self.multilabel_loss)
+
+    def _auto_validation_rows(self) -> int:
+        """A binary target validates from 100 held-out rows; see
+        :data:`AUTO_EARLY_STOPPING_ROWS_BINARY`."""
+        if self._target_kind == ClassLabels.name and len(self.classes_) == 2:
+            return AUTO_EARLY_STOPPING_ROWS_BINARY
+        return super()._auto_validation_rows()
 
     def _loss_fn(self) -> LossFn:
         """The target's loss; for one column of class labels the cross-entropy with
