@@ -13,6 +13,7 @@ import torch
 import tabsparse.data.encoder as encoder_module
 import tabsparse.data.sparse as sparse_module
 import tabsparse.estimators._base as base_module
+import tabsparse.estimators._explaining as explaining_module
 from tabsparse import TabNetClassifier, TabNetPretrainer, TabNetRegressor
 from tabsparse.data import TableEncoder
 from tabsparse.data.sparse import CSRRows, as_csr, encode_sparse_rows, fit_sparse_rows
@@ -245,7 +246,7 @@ def test_fit_densifies_one_batch_or_block_at_a_time(
     block, sample, batch = 500, 400, 256
     monkeypatch.setattr(sparse_module, "SPARSE_BLOCK_ROWS", block)  # encoder statistics
     monkeypatch.setattr(base_module, "SPARSE_BLOCK_ROWS", block)  # predict / explain
-    monkeypatch.setattr(base_module, "IMPORTANCE_SAMPLE", sample)
+    monkeypatch.setattr(explaining_module, "IMPORTANCE_SAMPLE", sample)
     seen = Densified(monkeypatch)
     params = {**TINY, "batch_size": batch, "max_epochs": 2, "early_stopping": early_stopping}
     model = TabNetClassifier(**params).fit(X, (y > np.median(y)).astype(int))
@@ -271,7 +272,7 @@ def test_fit_densifies_one_batch_or_block_at_a_time(
 def test_x_val_and_pretrainer_are_not_densified_as_a_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     X, y = wide(n=2000, k=10, density=0.1, seed=13)
     monkeypatch.setattr(sparse_module, "SPARSE_BLOCK_ROWS", 300)
-    monkeypatch.setattr(base_module, "IMPORTANCE_SAMPLE", 200)
+    monkeypatch.setattr(explaining_module, "IMPORTANCE_SAMPLE", 200)
     seen = Densified(monkeypatch)
     TabNetRegressor(**TINY).fit(X[:1500], y[:1500], X_val=X[1500:], y_val=y[1500:])
     assert max(seen.rows) == 500  # X_val: one inference chunk of its 500 rows
@@ -411,7 +412,7 @@ def test_column_transformer_pipeline_with_one_hot_and_tfidf(
     table = encoded.toarray()
     monkeypatch.setattr(sparse_module, "SPARSE_BLOCK_ROWS", 256)
     monkeypatch.setattr(base_module, "SPARSE_BLOCK_ROWS", 256)
-    monkeypatch.setattr(base_module, "IMPORTANCE_SAMPLE", 200)
+    monkeypatch.setattr(explaining_module, "IMPORTANCE_SAMPLE", 200)
     seen = Densified(monkeypatch)
     pipe = make_pipeline(columns, TabNetClassifier(**TINY)).fit(X, y)
     proba = pipe.predict_proba(X)

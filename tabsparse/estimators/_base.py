@@ -18,7 +18,9 @@ The fit skeleton, :meth:`TabNetBase._fit`, calls these hooks in this order:
 5. ``_before_training(trainer, data)``: last changes to the trainer and the data.
 6. training, then :meth:`_finish_fit` (``n_iter_``, ``best_iteration_``, importances, ...).
 
-``_loss_fn()`` and ``_score_fn()`` give the trainer its loss and validation score.
+``_loss_fn()`` and ``_score_fn()`` give the trainer its loss and validation score. ``explain``
+and the importances of a fit come from the :class:`~tabsparse.estimators._explaining.Explaining`
+mixin.
 """
 
 from __future__ import annotations
@@ -37,16 +39,15 @@ import numpy as np
 import pandas as pd
 import torch
 from sklearn.base import BaseEstimator
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import validate_data
 
 from tabsparse._compat import Interval, StrOptions
 from tabsparse.compiling import COMPILE_MODES
 from tabsparse.data import SPARSE_BLOCK_ROWS, EncodedTable, TableEncoder, as_pandas
 from tabsparse.data import is_sparse_matrix as _is_sparse
 from tabsparse.data.sparse import CSRRows, encode_sparse_rows, fit_sparse_rows
+from tabsparse.estimators._explaining import IMPORTANCE_SAMPLE, Explaining
 from tabsparse.estimators._inputs import check_table, resolve_device, to_tensor
-from tabsparse.explain import Explanation
-from tabsparse.importance import global_importances
 from tabsparse.progress import progress_callbacks
 from tabsparse.streaming import StreamingSource
 from tabsparse.training import (
@@ -59,7 +60,6 @@ from tabsparse.training import (
     TrainingError,
     auto_batch_size,
     load_checkpoint,
-    predict_outputs,
 )
 from tabsparse.training.sparse_rows import sparse_tensor_data
 
@@ -72,7 +72,6 @@ logger = logging.getLogger("tabsparse")
 #: validation loss is too noisy to stop on (see "Defaults: what was tried" in
 #: benchmarks/README.md)
 AUTO_EARLY_STOPPING_ROWS = 500
-IMPORTANCE_SAMPLE = 8192  # rows used for feature_importances_ (bounded: never a pass over all rows)
 
 
 @dataclass
@@ -87,7 +86,7 @@ class FitData:
     pretrained: Any = None  # a fitted TabNetPretrainer whose weights start the network
 
 
-class TabNetBase(BaseEstimator):
+class TabNetBase(Explaining, BaseEstimator):
     """The fit template and the state shared by all tabsparse estimators (see the module
     docstring); use :class:`TabNetClassifier`, :class:`TabNetRegressor` or
     :class:`TabNetPretrainer`."""
@@ -530,49 +529,6 @@ class TabNetBase(BaseEstimator):
         if data.val is not None and len(data.val) >= AUTO_EARLY_STOPPING_ROWS:
             return data.val
         return data.sample
-
-    def _importances_on_sample(
-        self, data: TensorData, rng: np.random.Generator
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """``feature_importances_`` and ``feature_importances_std_``: the mean importance over
-        up to :data:`IMPORTANCE_SAMPLE` rows of ``data`` drawn from ``rng`` (normalised to sum
-        to one) and its standard error, from a bootstrap over those rows seeded from ``rng``
-        (:func:`tabsparse.importance.global_importances`); both in the dtype of the masks."""
-        n = len(data)
-        idx = np.sort(rng.choice(n, size=min(n, IMPORTANCE_SAMPLE), replace=False))
-        sample = data.take(torch.from_numpy(idx).to(data.device))
-        per_row = self._explain_tensors(sample)[0]
-        mean, std = global_importances(per_row, seed=int(rng.integers(2**31 - 1)))
-        return mean.astype(per_row.dtype), std.astype(per_row.dtype)
-
-    def _explain_tensors(self, data: TensorData) -> tuple[np.ndarray, np.ndarray]:
-        net: Any = self.network_
-        out = predict_outputs(net, data, with_masks=True)
-        with torch.inference_mode():
-            importances = net.importances(out.masks, out.step_importance)
-            masks = net.column_masks(out.masks)
-        return importances.cpu().numpy(), masks.cpu().numpy()
-
-    def explain(self, X: Any) -> Explanation:
-        """Which columns each decision step selected for each row of ``X``.
-
-        Returns
-        -------
-        Explanation
-            ``importances`` (n_samples, n_features), rows summing to one; ``masks``
-            (n_steps, n_samples, n_features); ``feature_names``.
-        """
-        check_is_fitted(self)
-        parts = [
-            self._explain_tensors(self._tensor_data(enc, None, None, self.device_))
-            for enc in self._encoded_blocks(X)
-        ]
-        if len(parts) == 1:  # one block: no copy of the masks
-            importances, masks = parts[0]
-        else:
-            importances = np.concatenate([p[0] for p in parts])
-            masks = np.concatenate([p[1] for p in parts], axis=1)
-        return Explanation(importances, masks, list(self.encoder_.feature_names))
 
     # ---- fitted state --------------------------------------------------------------------------
     def __sklearn_is_fitted__(self) -> bool:
