@@ -223,7 +223,7 @@ def same_process_ab(
 
     rng = np.random.default_rng(0)
     result = {}
-    jobs = (("fit", max(4, repeats // 4)), ("predict_proba", repeats), ("explain", repeats))
+    jobs = (("fit", max(8, repeats // 2)), ("predict_proba", repeats), ("explain", repeats))
     for job, reps in jobs:
         timed("old", job), timed("new", job)
         ratios = []
