@@ -244,7 +244,7 @@ def render(
         "(goal: 4).",
     ]
     lines += ["", *_cost_table(by_dataset)]
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n"
 
 
 def _cost_table(by_dataset: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
