@@ -35,6 +35,7 @@ def predict_outputs(
                     importance.append(out.step_importance.float())
     finally:
         network.train(was_training)
+
     def joined(parts: list[torch.Tensor], dim: int) -> torch.Tensor:
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=dim)  # one batch: no copy
 
