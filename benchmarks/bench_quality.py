@@ -554,7 +554,16 @@ def load_results() -> list[dict[str, Any]]:
 # did (their behaviour before the parameter existed); ``compile="auto"`` never compiles on the
 # CPU this benchmark fits on, so rows from before it match the eager step it keeps; no table
 # here has a datetime column, so ``datetime_features="error"`` changes nothing on them
-ADDED_PARAMS = {"ema_decay": "None", "compile": "'auto'", "datetime_features": "'error'"}
+ADDED_PARAMS = {
+    "ema_decay": "None",
+    "compile": "'auto'",
+    "datetime_features": "'error'",
+    "beta_2": "0.999",
+    "numeric_embedding": "None",
+    "numeric_embedding_dim": "8",
+}
+#: the classifier's later parameters
+ADDED_CLASSIFIER_PARAMS = {"label_smoothing": "0.0"}
 
 
 # the regressor's later parameters (its loss was the squared error before ``loss`` existed)
@@ -570,7 +579,7 @@ def _completed(record_params: dict[str, str]) -> dict[str, str]:
     """A stored row's tabsparse parameters with the later-added ones filled in (a row without
     ``class_weight`` is a regressor's)."""
     if "class_weight" in record_params:
-        return {**ADDED_PARAMS, **record_params}
+        return {**ADDED_PARAMS, **ADDED_CLASSIFIER_PARAMS, **record_params}
     return {**ADDED_PARAMS, **ADDED_REGRESSOR_PARAMS, **record_params}
 
 
