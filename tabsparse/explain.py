@@ -9,7 +9,6 @@ import numpy as np
 
 from tabsparse.importance import (
     MIN_SELECTION_RATE,
-    N_RESAMPLES,
     Z_NEGLIGIBLE,
     global_importances,
     negligible,
@@ -37,7 +36,7 @@ class Explanation:
     A row's *selected* features are those with an importance above zero: sparsemax gives exact
     zeros, so "selected" is not a threshold choice (with ``mask_type="entmax"`` too). Global
     statements come with their spread: :meth:`global_importances` gives the mean over the rows
-    and its bootstrap standard error, :meth:`negligible` applies the rule of
+    and its standard error, :meth:`negligible` applies the rule of
     :func:`tabsparse.importance.negligible` to them.
     """
 
@@ -63,30 +62,26 @@ class Explanation:
         """Share of the rows in which each feature is selected, shape ``(n_features,)``."""
         return self.selected.mean(axis=0)
 
-    def global_importances(
-        self, *, n_resamples: int = N_RESAMPLES, seed: int = 0
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def global_importances(self) -> tuple[np.ndarray, np.ndarray]:
         """Mean importance of each feature over the explained rows and its standard error.
 
         The mean is normalised to sum to one (what ``feature_importances_`` is on the estimator's
-        own sample of rows). The standard error is the standard deviation of that mean over
-        ``n_resamples`` bootstrap resamples of the rows (seeded by ``seed``): it says how much
-        the mean depends on which rows were explained, not how much it would change if the model
+        own sample of rows). The standard error is that of a mean over the rows,
+        ``std(importances, axis=0, ddof=1) / sqrt(n_rows)``: it says how much the mean depends
+        on which rows were explained, not how much it would change if the model
         were refitted with another seed (see :func:`tabsparse.importance.global_importances`).
 
         Returns
         -------
         mean, std : ndarray of shape (n_features,)
         """
-        return global_importances(self.importances, n_resamples=n_resamples, seed=seed)
+        return global_importances(self.importances)
 
     def negligible(
         self,
         *,
         z: float = Z_NEGLIGIBLE,
         min_rate: float = MIN_SELECTION_RATE,
-        n_resamples: int = N_RESAMPLES,
-        seed: int = 0,
     ) -> np.ndarray:
         """Boolean ``(n_features,)``: the features whose importance on these rows is
         indistinguishable from zero.
@@ -97,7 +92,7 @@ class Explanation:
         rows; a feature it does use may still be irrelevant to the target (a model can lean on
         noise): the spread over refits or ensemble members says that.
         """
-        mean, std = self.global_importances(n_resamples=n_resamples, seed=seed)
+        mean, std = self.global_importances()
         return negligible(mean, std, self.selection_rate(), z=z, min_rate=min_rate)
 
     def to_frame(self):  # type: ignore[no-untyped-def]

@@ -5,17 +5,31 @@ A global importance is the mean of per-row importances (the aggregate masks of
 sum to one. This module says how sure that mean is:
 
 * :func:`global_importances` returns the mean and its **standard error**. For one model (an array
-  ``(n_rows, n_features)``) the standard error comes from a seeded bootstrap over the rows
-  (:func:`bootstrap_means`): the standard deviation of the mean over ``n_resamples`` resamples of
-  the rows drawn with replacement. For several models (an array ``(n_members, n_rows,
-  n_features)``: ensemble members or refits with other seeds, on the same or on different rows)
-  it is the spread over the members: the standard deviation of the members' global importances
-  divided by ``sqrt(n_members)``, the standard error of their mean. One member falls back to the
-  bootstrap over its rows.
+  ``(n_rows, n_features)``) the standard error is in closed form, below. For several models (an
+  array ``(n_members, n_rows, n_features)``: ensemble members or refits with other seeds, on the
+  same or on different rows) it is the spread over the members: the standard deviation of the
+  members' global importances divided by ``sqrt(n_members)``, the standard error of their mean.
+  One member falls back to the closed form over its rows.
 * :func:`negligible` is the documented rule for a feature whose importance is indistinguishable
   from zero: its mean importance is at most ``z`` standard errors (``z = 2`` by default, about a
   95% one-sided bound), or, where the per-row selection is known, the feature is selected
   (importance > 0, which sparsemax makes exact) in fewer than ``min_rate`` of the rows (1%).
+
+**The standard error of one model's global importance.** Write ``x_i`` for row ``i``'s importances
+(``n`` rows), ``s_i = sum_k x_ik`` for its sum, ``m = mean_i x_i``, ``S = sum_k m_k`` and
+``r = m / S`` for the global importance. ``r`` is a smooth function of the mean ``m``, whose
+covariance is ``C / n`` (``C`` the covariance of the rows, ``ddof=1``), so the delta method gives
+``var(r_j) ~= g_j^T C g_j / n`` with ``g_j = dr_j/dm = (e_j - r_j * 1) / S``. Since
+``g_j^T (x_i - m) = (x_ij - r_j s_i) / S - (m_j - r_j S) / S`` and ``m_j = r_j S``, this is the
+plain variance of the per-row residuals ``z_ij = (x_ij - r_j s_i) / S`` (whose mean is zero)::
+
+    se_j = sqrt(sum_i z_ij**2 / (n - 1)) / sqrt(n)
+
+Aggregate masks sum to one in every row (``s_i = S = 1``), where ``z_ij = x_ij - m_j`` and the
+formula is exactly the standard error of a mean, ``std(x[:, j], ddof=1) / sqrt(n)``: the
+normalised mean is the plain mean. It agrees with the standard deviation of the mean over
+bootstrap resamples of the rows up to resampling noise and a factor ``sqrt(n / (n - 1))``, without
+drawing any resample. A feature never selected has ``z_ij = 0`` and so no spread.
 
 Pure numpy: the core layer, used by the estimators and by :class:`~tabsparse.explain.Explanation`.
 """
@@ -26,71 +40,22 @@ import numpy as np
 
 __all__ = [
     "MIN_SELECTION_RATE",
-    "N_RESAMPLES",
     "Z_NEGLIGIBLE",
-    "bootstrap_means",
     "global_importances",
     "negligible",
 ]
 
-N_RESAMPLES = 200  # bootstrap resamples behind a standard error
 Z_NEGLIGIBLE = 2.0  # an importance within this many standard errors of zero is negligible
 MIN_SELECTION_RATE = 0.01  # a feature selected in fewer rows than this share is negligible
-_CHUNK_CELLS = 1 << 22  # resample x row counts held at once (32 MiB of float64)
 
 
-def bootstrap_means(
-    per_row: np.ndarray, *, n_resamples: int = N_RESAMPLES, seed: int = 0
-) -> np.ndarray:
-    """The normalised mean importance of each of ``n_resamples`` bootstrap resamples of the rows.
-
-    Parameters
-    ----------
-    per_row : ndarray of shape (n_rows, n_features)
-        Per-row importances (need not be normalised).
-    n_resamples : int
-        How many resamples.
-    seed : int
-        Seed of ``numpy.random.default_rng``: resample ``b`` holds the rows
-        ``rng.integers(0, n_rows, size=(n_resamples, n_rows))[b]`` (drawn in chunks of resamples
-        from the one generator, which gives the same rows).
-
-    Returns
-    -------
-    ndarray of shape (n_resamples, n_features), float64
-        Row ``b``: the mean of resample ``b``'s rows divided by its sum (all zeros where that sum is
-        zero). Computed as a matrix product of row counts and ``per_row``, a chunk of resamples at
-        a time: no Python loop over resamples or features.
-    """
-    x = _as_rows(per_row)
-    if n_resamples < 2:
-        raise ValueError(f"{n_resamples=} must be >= 2")
-    n = x.shape[0]
-    if n == 0:
-        raise ValueError("per_row has no rows")
-    rng = np.random.default_rng(seed)
-    chunk = max(1, _CHUNK_CELLS // n)
-    out = np.empty((n_resamples, x.shape[1]))
-    for start in range(0, n_resamples, chunk):
-        b = min(chunk, n_resamples - start)
-        idx = rng.integers(0, n, size=(b, n))
-        idx += n * np.arange(b)[:, None]
-        counts = np.bincount(idx.ravel(), minlength=b * n).reshape(b, n)
-        out[start : start + b] = counts @ x
-    return _normalised(out)
-
-
-def global_importances(
-    importances: np.ndarray, *, n_resamples: int = N_RESAMPLES, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray]:
+def global_importances(importances: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Global importances and their standard errors.
 
     Parameters
     ----------
     importances : ndarray of shape (n_rows, n_features) or (n_members, n_rows, n_features)
         Per-row importances of one model, or of several (ensemble members, seeds).
-    n_resamples, seed : int
-        The bootstrap of :func:`bootstrap_means` (used for one model only).
 
     Returns
     -------
@@ -98,8 +63,9 @@ def global_importances(
         One model: the mean over the rows, normalised to sum to one. Several: the mean of the
         members' normalised means.
     std : ndarray of shape (n_features,), float64
-        The standard error of ``mean``. One model: the standard deviation (``ddof=1``) of the
-        bootstrap means. Several: ``std(member_means, ddof=1) / sqrt(n_members)``.
+        The standard error of ``mean``. One model: the delta-method standard error of the
+        module docstring, ``std(importances, axis=0, ddof=1) / sqrt(n_rows)`` when every row sums
+        to one; zero for one row. Several: ``std(member_means, ddof=1) / sqrt(n_members)``.
     """
     arr = np.asarray(importances, dtype=np.float64)
     if arr.ndim == 3:
@@ -112,11 +78,14 @@ def global_importances(
     x = _as_rows(arr)
     if len(x) == 0:
         raise ValueError("importances has no rows")
-    mean = _normalised(x.mean(axis=0, keepdims=True))[0]
-    if len(x) == 1:  # no spread to measure from one row
+    raw = x.mean(axis=0)
+    mean, total = _normalised(raw), raw.sum()
+    if len(x) == 1 or total <= 0:  # no spread to measure from one row, nor from all zeros
         return mean, np.zeros_like(mean)
-    boot = bootstrap_means(x, n_resamples=n_resamples, seed=seed)
-    return mean, boot.std(axis=0, ddof=1)
+    # the delta method's residuals times ``total`` (module docstring), in one buffer
+    z = np.outer(x.sum(axis=1), mean)
+    np.subtract(x, z, out=z)
+    return mean, np.sqrt(np.einsum("ij,ij->j", z, z) / ((len(x) - 1) * len(x))) / total
 
 
 def negligible(

@@ -13,9 +13,7 @@ import pytest
 from tabsparse.explain import Explanation
 from tabsparse.importance import (
     MIN_SELECTION_RATE,
-    N_RESAMPLES,
     Z_NEGLIGIBLE,
-    bootstrap_means,
     global_importances,
     negligible,
 )
@@ -29,47 +27,58 @@ def _rows(n: int = 40, p: int = 5, seed: int = 0) -> np.ndarray:
     return x / x.sum(axis=1, keepdims=True)
 
 
-# ---- the bootstrap -------------------------------------------------------------------------------
+# ---- the standard error of one model -------------------------------------------------------------
 
 
-def test_bootstrap_means_are_the_resamples_drawn_as_documented() -> None:
-    x = _rows()
-    got = bootstrap_means(x, n_resamples=50, seed=7)
-    idx = np.random.default_rng(7).integers(0, len(x), size=(50, len(x)))
-    direct = np.stack([x[i].mean(axis=0) for i in idx])
-    direct /= direct.sum(axis=1, keepdims=True)
-    np.testing.assert_allclose(got, direct, rtol=1e-12, atol=1e-15)
-
-
-def test_bootstrap_in_chunks_draws_the_same_resamples(monkeypatch: pytest.MonkeyPatch) -> None:
-    import tabsparse.importance as importance
-
-    x = _rows(n=30)
-    whole = bootstrap_means(x, n_resamples=20, seed=3)
-    monkeypatch.setattr(importance, "_CHUNK_CELLS", 7 * 30)  # 7 resamples at a time
-    np.testing.assert_allclose(bootstrap_means(x, n_resamples=20, seed=3), whole, rtol=1e-12)
-
-
-def test_global_importances_of_one_model() -> None:
-    x = _rows()
-    mean, std = global_importances(x, n_resamples=N_RESAMPLES, seed=11)
-    np.testing.assert_allclose(mean, x.mean(axis=0) / x.mean(axis=0).sum(), rtol=1e-12)
-    idx = np.random.default_rng(11).integers(0, len(x), size=(N_RESAMPLES, len(x)))
+def _bootstrap_std(x: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
+    """The reference: the standard deviation of the normalised mean over resamples of the rows."""
+    idx = np.random.default_rng(seed).integers(0, len(x), size=(n_resamples, len(x)))
     boot = np.stack([x[i].mean(axis=0) for i in idx])
     boot /= boot.sum(axis=1, keepdims=True)
-    np.testing.assert_allclose(std, boot.std(axis=0, ddof=1), rtol=1e-10)
-    # a standard error of a mean: about the per-row spread over sqrt(n)
-    np.testing.assert_allclose(std, x.std(axis=0, ddof=1) / np.sqrt(len(x)), rtol=0.3)
+    return boot.std(axis=0, ddof=1)
 
 
-def test_the_same_seed_gives_the_same_spread_and_rows_never_selected_have_none() -> None:
+def test_global_importances_of_one_model_is_the_standard_error_of_a_mean() -> None:
+    x = _rows()
+    mean, std = global_importances(x)
+    np.testing.assert_allclose(mean, x.mean(axis=0), rtol=1e-12)  # rows sum to one
+    np.testing.assert_allclose(std, x.std(axis=0, ddof=1) / np.sqrt(len(x)), rtol=1e-12)
+
+
+def test_one_model_agrees_with_a_large_bootstrap() -> None:
+    """4,000 resamples: the bootstrap's own noise is about 1/sqrt(2 * 4000) = 1.1% relative; the
+    bootstrap's ddof=0 spread of the rows is sqrt(39/40) = 0.987 of the closed form's."""
+    x = _rows()
+    _, std = global_importances(x)
+    np.testing.assert_allclose(std, _bootstrap_std(x, 4000, seed=11), rtol=0.06)
+
+
+def test_rows_not_summing_to_one_take_the_delta_method() -> None:
+    """Rows with sums between 0.5 and 3: the standard error of ``m_j / sum(m)`` by an explicit
+    gradient and covariance matrix, and a large bootstrap of the ratio, agree with it."""
+    rng = np.random.default_rng(2)
+    x = _rows(n=60) * rng.uniform(0.5, 3.0, size=(60, 1))
+    mean, std = global_importances(x)
+    m = x.mean(axis=0)
+    r = m / m.sum()
+    np.testing.assert_allclose(mean, r, rtol=1e-12)
+    grad = (np.eye(len(m)) - r[:, None]) / m.sum()  # row j: d r_j / d m
+    cov = np.cov(x, rowvar=False) / len(x)
+    np.testing.assert_allclose(std, np.sqrt(np.diag(grad @ cov @ grad.T)), rtol=1e-10)
+    np.testing.assert_allclose(std, _bootstrap_std(x, 4000, seed=3), rtol=0.08)
+    # not the plain standard error of a mean: the row sums add spread of their own
+    assert not np.allclose(std, x.std(axis=0, ddof=1) / np.sqrt(len(x)) / m.sum(), rtol=0.05)
+
+
+def test_rows_never_selected_have_no_spread_and_all_zero_rows_give_zeros() -> None:
     x = _rows()
     x[:, 3] = 0.0
     x /= x.sum(axis=1, keepdims=True)
-    a = global_importances(x, seed=1)
-    np.testing.assert_array_equal(a[1], global_importances(x, seed=1)[1])
-    assert not np.array_equal(a[1], global_importances(x, seed=2)[1])
-    assert a[0][3] == 0.0 and a[1][3] == 0.0
+    mean, std = global_importances(x)
+    assert mean[3] == 0.0 and std[3] == 0.0 and np.all(std[[0, 1, 2, 4]] > 0)
+    mean, std = global_importances(np.zeros((5, 3)))
+    np.testing.assert_array_equal(mean, np.zeros(3))
+    np.testing.assert_array_equal(std, np.zeros(3))
 
 
 def test_members_give_the_spread_over_members() -> None:
@@ -81,9 +90,9 @@ def test_members_give_the_spread_over_members() -> None:
     np.testing.assert_allclose(std, np.std(per_member, axis=0, ddof=1) / 2.0, rtol=1e-12)
 
 
-def test_one_member_falls_back_to_the_bootstrap_over_its_rows() -> None:
+def test_one_member_falls_back_to_the_standard_error_over_its_rows() -> None:
     x = _rows()
-    got, want = global_importances(x[None], seed=5), global_importances(x, seed=5)
+    got, want = global_importances(x[None]), global_importances(x)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
 
@@ -96,8 +105,6 @@ def test_one_row_has_no_spread_and_bad_shapes_are_refused() -> None:
         global_importances(np.ones(3))
     with pytest.raises(ValueError, match="importances has no rows"):
         global_importances(np.ones((0, 3)))
-    with pytest.raises(ValueError, match="n_resamples=1 must be >= 2"):
-        bootstrap_means(np.ones((4, 2)), n_resamples=1)
 
 
 # ---- the rule ----------------------------------------------------------------------------------
@@ -160,10 +167,10 @@ def test_explanation_selection_and_global_importances() -> None:
     exp = _explanation(x)
     np.testing.assert_array_equal(exp.selected, x > 0)
     np.testing.assert_array_equal(exp.selection_rate(), [1.0, 0.5, 0.5, 0.0])
-    mean, std = exp.global_importances(n_resamples=30, seed=4)
+    mean, std = exp.global_importances()
     np.testing.assert_allclose(mean, [0.65, 0.175, 0.175, 0.0])
-    np.testing.assert_array_equal(std, global_importances(x, n_resamples=30, seed=4)[1])
-    flat = exp.negligible(n_resamples=30, seed=4)
+    np.testing.assert_array_equal(std, global_importances(x)[1])
+    flat = exp.negligible()
     want = negligible(mean, std, exp.selection_rate())
     np.testing.assert_array_equal(flat, want)
     assert flat[3] and not flat[0]

@@ -40,13 +40,13 @@ class Explaining:
     ) -> tuple[np.ndarray, np.ndarray]:
         """``feature_importances_`` and ``feature_importances_std_``: the mean importance over
         up to :data:`IMPORTANCE_SAMPLE` rows of ``data`` drawn from ``rng`` (normalised to sum
-        to one) and its standard error, from a bootstrap over those rows seeded from ``rng``
+        to one) and its standard error over those rows
         (:func:`tabsparse.importance.global_importances`); both in the dtype of the masks."""
         n = len(data)
         idx = np.sort(rng.choice(n, size=min(n, IMPORTANCE_SAMPLE), replace=False))
         sample = data.take(torch.from_numpy(idx).to(data.device))
         per_row = self._explain_tensors(sample)[0]
-        mean, std = global_importances(per_row, seed=int(rng.integers(2**31 - 1)))
+        mean, std = global_importances(per_row)
         return mean.astype(per_row.dtype), std.astype(per_row.dtype)
 
     def _explain_tensors(self, data: TensorData) -> tuple[np.ndarray, np.ndarray]:
