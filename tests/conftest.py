@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -38,18 +39,24 @@ def make_data(n: int = 200, seed: int = 0) -> TensorData:
     return TensorData(x, torch.zeros(n, 0, dtype=torch.int64), y)
 
 
+def numeric_tabnet(n_numeric: int, n_outputs: int, **kwargs: Any) -> TabNet:
+    """A TabNet over ``n_numeric`` numeric columns already standardised (mean 0, std 1) and no
+    categorical ones; ``kwargs`` are further TabNet settings. Draws its initial weights from
+    torch's global generator."""
+    return TabNet(
+        numeric_columns=list(range(n_numeric)),
+        categorical_columns=[],
+        numeric_mean=[0.0] * n_numeric,
+        numeric_std=[1.0] * n_numeric,
+        cardinalities=[],
+        n_outputs=n_outputs,
+        **kwargs,
+    )
+
+
 def make_net(seed: int = 0) -> TabNet:
     torch.manual_seed(seed)
-    return TabNet(
-        numeric_columns=[0, 1, 2, 3],
-        categorical_columns=[],
-        numeric_mean=[0.0] * 4,
-        numeric_std=[1.0] * 4,
-        cardinalities=[],
-        n_outputs=2,
-        n_steps=2,
-        virtual_batch_size=32,
-    )
+    return numeric_tabnet(4, 2, n_steps=2, virtual_batch_size=32)
 
 
 def ce(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

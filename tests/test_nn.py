@@ -7,6 +7,7 @@ from typing import TypeVar
 
 import pytest
 import torch
+from conftest import numeric_tabnet
 
 from tabsparse.nn import (
     AttentiveTransformer,
@@ -332,14 +333,7 @@ def test_network_importances_rows_sum_to_one_and_map_to_columns() -> None:
 
 def test_network_eval_output_does_not_depend_on_batch_composition() -> None:
     torch.manual_seed(0)
-    net = TabNet(
-        numeric_columns=[0, 1],
-        categorical_columns=[],
-        numeric_mean=[0.0, 0.0],
-        numeric_std=[1.0, 1.0],
-        cardinalities=[],
-        n_outputs=1,
-    ).eval()
+    net = numeric_tabnet(2, 1).eval()
     x = torch.randn(9, 2)
     codes = torch.zeros(9, 0, dtype=torch.int64)
     full = net(x, codes).logits

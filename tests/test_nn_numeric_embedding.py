@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import numeric_tabnet
 from sklearn.utils._param_validation import InvalidParameterError
 
 from tabsparse import TabNetClassifier, TabNetPretrainer, TabNetRegressor, load, save
@@ -112,16 +113,8 @@ def test_network_groups_a_columns_channels_into_one_attention_group() -> None:
 
 
 def test_default_network_has_no_embedding() -> None:
-    kwargs: dict[str, Any] = {
-        "numeric_columns": [0, 1],
-        "categorical_columns": [],
-        "numeric_mean": [0.0, 0.0],
-        "numeric_std": [1.0, 1.0],
-        "cardinalities": [],
-        "n_outputs": 1,
-    }
     torch.manual_seed(3)
-    plain = TabNet(**kwargs)
+    plain = numeric_tabnet(2, 1)
     assert plain.inputs.numeric_embedding is None and plain.inputs.output_dim == 2
     assert plain.encoder.identity_groups
     assert not any("numeric_embedding" in name for name in plain.state_dict())
@@ -130,32 +123,18 @@ def test_default_network_has_no_embedding() -> None:
 def test_training_step_learns_the_embedding_through_the_encoder_node() -> None:
     """The hand-written encoder node gives the input gradient the embedding learns from:
     its gradients equal autograd's over the modules."""
+
+    def make() -> TabNet:
+        return numeric_tabnet(
+            2, 2, numeric_embedding="periodic", numeric_embedding_dim=3, virtual_batch_size=16
+        ).double()
+
     torch.manual_seed(0)
-    net = TabNet(
-        numeric_columns=[0, 1],
-        categorical_columns=[],
-        numeric_mean=[0.0, 0.0],
-        numeric_std=[1.0, 1.0],
-        cardinalities=[],
-        n_outputs=2,
-        numeric_embedding="periodic",
-        numeric_embedding_dim=3,
-        virtual_batch_size=16,
-    ).double()
+    net = make()
     numeric = torch.randn(64, 2, dtype=torch.float64)
     grads = []
     for with_masks in (False, True):  # False: the one-node step; True: the modules
-        clone = TabNet(
-            numeric_columns=[0, 1],
-            categorical_columns=[],
-            numeric_mean=[0.0, 0.0],
-            numeric_std=[1.0, 1.0],
-            cardinalities=[],
-            n_outputs=2,
-            numeric_embedding="periodic",
-            numeric_embedding_dim=3,
-            virtual_batch_size=16,
-        ).double()
+        clone = make()
         clone.load_state_dict(net.state_dict())
         clone.train()
         out = clone(numeric, torch.zeros(64, 0, dtype=torch.int64), with_masks=with_masks)
