@@ -17,6 +17,17 @@ from tabsparse.training import TensorData
 
 torch.set_num_threads(1)
 
+TINY_FIT: dict[str, Any] = {
+    "n_d": 4,
+    "n_a": 4,
+    "n_steps": 2,
+    "max_epochs": 3,
+    "batch_size": 128,
+    "random_state": 0,
+}
+"""Estimator settings for a fit of well under a second on a few hundred rows (the estimator
+tests add their own, e.g. ``device``)."""
+
 DATASETS = Path(
     os.environ.get(
         "TABSPARSE_DATASETS", Path(__file__).resolve().parents[1].parent / "shared" / "datasets"

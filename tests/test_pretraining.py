@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import TINY_FIT
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
@@ -35,15 +36,7 @@ from tabsparse.pretraining import (
 )
 from tabsparse.training import Callback, TensorData
 
-TINY: dict[str, Any] = {
-    "n_d": 4,
-    "n_a": 4,
-    "n_steps": 2,
-    "max_epochs": 3,
-    "batch_size": 128,
-    "random_state": 0,
-    "device": "cpu",
-}
+TINY: dict[str, Any] = {**TINY_FIT, "device": "cpu"}
 
 
 def make_frame(n: int = 300, seed: int = 0) -> pd.DataFrame:
