@@ -561,6 +561,7 @@ ADDED_PARAMS = {
     "beta_2": "0.999",
     "numeric_embedding": "None",
     "numeric_embedding_dim": "8",
+    "n_members": "1",
 }
 #: the classifier's later parameters
 ADDED_CLASSIFIER_PARAMS = {"label_smoothing": "0.0"}

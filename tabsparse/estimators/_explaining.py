@@ -40,20 +40,28 @@ class Explaining:
     ) -> tuple[np.ndarray, np.ndarray]:
         """``feature_importances_`` and ``feature_importances_std_``: the mean importance over
         up to :data:`IMPORTANCE_SAMPLE` rows of ``data`` drawn from ``rng`` (normalised to sum
-        to one) and its standard error over those rows
+        to one) and its standard error over those rows, or for an ensemble over its members
         (:func:`tabsparse.importance.global_importances`); both in the dtype of the masks."""
         n = len(data)
         idx = np.sort(rng.choice(n, size=min(n, IMPORTANCE_SAMPLE), replace=False))
         sample = data.take(torch.from_numpy(idx).to(data.device))
-        per_row = self._explain_tensors(sample)[0]
+        per_row = self._explain_tensors(sample, members=True)[0]
         mean, std = global_importances(per_row)
         return mean.astype(per_row.dtype), std.astype(per_row.dtype)
 
-    def _explain_tensors(self, data: TensorData) -> tuple[np.ndarray, np.ndarray]:
+    def _explain_tensors(
+        self, data: TensorData, *, members: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per-row importances ``(n, n_features)`` and column masks ``(n_steps, n,
+        n_features)``; with ``members`` and an ensemble, each member's importances ``(n_members,
+        n, n_features)`` instead."""
         net: Any = self.network_
         out = predict_outputs(net, data, with_masks=True)
         with torch.inference_mode():
-            importances = net.importances(out.masks, out.step_importance)
+            if members and getattr(net, "n_members", 1) > 1:
+                importances = net.member_importances(out.masks, out.step_importance)
+            else:
+                importances = net.importances(out.masks, out.step_importance)
             masks = net.column_masks(out.masks)
         return importances.cpu().numpy(), masks.cpu().numpy()
 

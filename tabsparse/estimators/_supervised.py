@@ -64,6 +64,7 @@ class TabNetSupervised(TabNetBase):
         "pretrained": [HasMethods(["fit", "transform"]), None],  # a fitted TabNetPretrainer
         "numeric_embedding": [StrOptions(set(NUMERIC_EMBEDDINGS)), None],
         "numeric_embedding_dim": [Interval(Integral, 2, None, closed="left")],
+        "n_members": [Interval(Integral, 1, None, closed="left")],
     }
     #: The fitted attributes that hold the target's state (``Target.attributes``).
     _target_attributes: tuple[str, ...] = ()
@@ -99,6 +100,7 @@ class TabNetSupervised(TabNetBase):
         grouped_features: list[list[int]] | None = None,
         numeric_embedding: str | None = None,
         numeric_embedding_dim: int = 8,
+        n_members: int = 1,
         device: str = "auto",
         compile: bool | str = "auto",
         random_state: int | np.random.RandomState | None = None,
@@ -138,6 +140,7 @@ class TabNetSupervised(TabNetBase):
         self.grouped_features = grouped_features
         self.numeric_embedding = numeric_embedding
         self.numeric_embedding_dim = numeric_embedding_dim
+        self.n_members = n_members
         self.device = device
         self.compile = compile
         self.random_state = random_state
@@ -341,6 +344,7 @@ class TabNetSupervised(TabNetBase):
                 # getattr: estimators pickled before these parameters existed
                 numeric_embedding=getattr(self, "numeric_embedding", None),
                 numeric_embedding_dim=getattr(self, "numeric_embedding_dim", 8),
+                n_members=getattr(self, "n_members", 1),
             ),
         )
 

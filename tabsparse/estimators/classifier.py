@@ -121,6 +121,12 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         ``feature_importances_`` stay per original column.
     numeric_embedding_dim : int, default=8
         Channels per numeric column with a ``numeric_embedding`` (>= 2).
+    n_members : int, default=1
+        Members of an ensemble trained as one network: ``n_members`` TabNet encoders, each with
+        its own head and its own loss, on the same batches and a shared input layer. Predictions
+        are the mean of the members' outputs; ``explain`` averages the members' masks and
+        importances, and with more than one member ``feature_importances_std_`` is the spread
+        over the members. A step costs about ``n_members`` times one member's.
     class_weight : dict, list of dicts, "balanced" or None
         Weights classes in the loss (multiplied with ``sample_weight``). For a multi-task ``y``:
         "balanced" or one dict per column, and a row's weight is the product over the columns
@@ -270,6 +276,7 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         grouped_features: list[list[int]] | None = None,
         numeric_embedding: str | None = None,
         numeric_embedding_dim: int = 8,
+        n_members: int = 1,
         class_weight: dict[Any, float] | list[dict[Any, float]] | str | None = None,
         multilabel_loss: str = "sparsemax",
         label_smoothing: float = 0.0,
@@ -313,6 +320,7 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
             grouped_features=grouped_features,
             numeric_embedding=numeric_embedding,
             numeric_embedding_dim=numeric_embedding_dim,
+            n_members=n_members,
             device=device,
             compile=compile,
             random_state=random_state,

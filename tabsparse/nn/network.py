@@ -19,12 +19,19 @@ from tabsparse.nn.inputs import TabularInput
 
 class NetworkOutput(NamedTuple):
     """``logits (n, n_outputs)``, ``masks (n_steps, n, n_groups)``, scalar ``sparsity_loss``,
-    ``step_importance (n_steps, n)``."""
+    ``step_importance (n_steps, n)``.
+
+    A network of ``k > 1`` members (:class:`TabNet` ``n_members``) returns the mean of its
+    members' logits, their masks and step importances one member after the other (``k *
+    n_steps`` along the first dimension: member ``m``'s step ``b`` at ``m * n_steps + b``), the
+    mean of their sparsity losses, and ``member_logits (k, n, n_outputs)``, on which each member
+    is trained with its own loss. ``member_logits`` is None for one member."""
 
     logits: torch.Tensor
     masks: torch.Tensor
     sparsity_loss: torch.Tensor
     step_importance: torch.Tensor
+    member_logits: torch.Tensor | None = None
 
 
 def column_groups(n_features: int, grouped_features: Sequence[Sequence[int]] | None) -> list[int]:
@@ -115,11 +122,22 @@ class TabNetBody(nn.Module):
         )
         self.identity_groups = group_of == list(range(n_features))
 
-    def column_masks(self, masks: torch.Tensor) -> torch.Tensor:
-        """Spread group masks ``(..., n_groups)`` over original columns ``(..., n_features)``.
+    @property
+    def n_members(self) -> int:
+        """How many members the network averages (1 but for :class:`TabNet` ``n_members``)."""
+        return int(getattr(self, "_n_members", 1))
 
-        A group's mass is shared equally among its columns, so rows still sum to one.
-        """
+    def column_masks(self, masks: torch.Tensor) -> torch.Tensor:
+        """Per-step column masks ``(n_steps, n, n_features)`` of the network's output masks
+        ``(n_members * n_steps, n, n_groups)``: the members' masks of each step averaged, each
+        group's mass shared equally among its columns (rows still sum to one)."""
+        k = self.n_members
+        if k > 1:
+            masks = masks.reshape(k, masks.shape[0] // k, *masks.shape[1:]).mean(dim=0)
+        return self._spread(masks)
+
+    def _spread(self, masks: torch.Tensor) -> torch.Tensor:
+        """Spread group masks ``(..., n_groups)`` over original columns ``(..., n_features)``."""
         if getattr(self, "identity_groups", False):  # one group per column, in order
             return masks
         # a (n_groups, n_features) spreading matrix: far faster than a gather on the last dim
@@ -131,14 +149,29 @@ class TabNetBody(nn.Module):
         return masks @ spread
 
     def importances(self, masks: torch.Tensor, step_importance: torch.Tensor) -> torch.Tensor:
-        """Per-row importances ``(n, n_features)`` (the paper's aggregate mask), rows sum to one.
+        """Per-row importances ``(n, n_features)`` (the paper's aggregate mask), rows sum to one:
+        the mean over members of :meth:`member_importances`."""
+        per_member = self.member_importances(masks, step_importance)
+        return per_member[0] if per_member.shape[0] == 1 else per_member.mean(dim=0)
 
-        ``sum_b eta_b M_b`` normalised per row; a row whose decision outputs are all zero falls
-        back to the plain mean of its masks. (Computed over groups, then spread over columns:
-        spreading is linear and keeps row sums.)
+    def member_importances(
+        self, masks: torch.Tensor, step_importance: torch.Tensor
+    ) -> torch.Tensor:
+        """Each member's per-row importances ``(n_members, n, n_features)``, rows sum to one.
+
+        ``sum_b eta_b M_b`` over the member's steps, normalised per row; a row whose decision
+        outputs are all zero falls back to the plain mean of its masks. (Computed over groups,
+        then spread over columns: spreading is linear and keeps row sums.)
         """
-        agg = F.importances(masks, step_importance)
-        return self.column_masks(agg)
+        k = self.n_members
+        steps = masks.shape[0] // k
+        agg = [
+            F.importances(
+                masks[m * steps : (m + 1) * steps], step_importance[m * steps : (m + 1) * steps]
+            )
+            for m in range(k)
+        ]
+        return self._spread(torch.stack(agg))
 
 
 class TabNet(TabNetBody):
@@ -164,6 +197,14 @@ class TabNet(TabNetBody):
         (:class:`~tabsparse.nn.numeric_embedding.PeriodicEmbedding`), selected as one unit.
     numeric_embedding_dim : int
         Channels per numeric column with a numeric embedding (>= 2).
+    n_members : int
+        Members of the ensemble inside the network (>= 1), in the manner of TabM's "mini"
+        ensembles (Gorishniy et al., 2025): every member runs the same encoder on the inputs
+        multiplied by its own trainable per-channel scale (:attr:`member_scale`, initialised to
+        random signs) and has its own linear head. The members' rows run as one batch of
+        ``n_members * n`` rows, so a training step costs far less than ``n_members`` networks.
+        The network predicts the mean of the members' logits, and a training step trains each
+        member on its own loss (:attr:`NetworkOutput.member_logits`).
     **encoder_kwargs
         Passed to :class:`TabNetEncoder` (``n_d``, ``n_a``, ``n_steps``, ``gamma``, ...).
 
@@ -189,10 +230,13 @@ class TabNet(TabNetBody):
         grouped_features: Sequence[Sequence[int]] | None = None,
         numeric_embedding: str | None = None,
         numeric_embedding_dim: int = 8,
+        n_members: int = 1,
         **encoder_kwargs: object,
     ) -> None:
         if n_outputs < 1:
             raise ValueError(f"{n_outputs=} must be >= 1")
+        if n_members < 1:
+            raise ValueError(f"{n_members=} must be >= 1")
         super().__init__(
             numeric_columns=numeric_columns,
             categorical_columns=categorical_columns,
@@ -206,14 +250,39 @@ class TabNet(TabNetBody):
             **encoder_kwargs,
         )
         self.n_outputs = n_outputs
-        self.head = nn.Linear(self.encoder.n_d, n_outputs)
+        self._n_members = n_members
+        self.head = nn.Linear(self.encoder.n_d, n_members * n_outputs)
+        if n_members > 1:
+            signs = torch.randint(0, 2, (n_members, 1, self.inputs.output_dim)) * 2.0 - 1.0
+            self.member_scale = nn.Parameter(signs)
 
     def forward(
         self, numeric: torch.Tensor, codes: torch.Tensor, *, with_masks: bool = True
     ) -> NetworkOutput:
         """``with_masks=False``: in eval mode, skip stacking the masks and step importances
         (``masks`` and ``step_importance`` are then empty); prediction needs neither."""
-        enc = self.encoder(self.inputs(numeric, codes), with_masks=with_masks)
+        x = self.inputs(numeric, codes)
+        k = self.n_members
+        if k == 1:
+            enc = self.encoder(x, with_masks=with_masks)
+            return NetworkOutput(
+                self.head(enc.output), enc.masks, enc.sparsity_loss, enc.step_importance
+            )
+        n = x.shape[0]
+        enc = self.encoder(
+            (x.unsqueeze(0) * self.member_scale).reshape(k * n, -1), with_masks=with_masks
+        )
+        # member m's rows m * n ... (m + 1) * n - 1 through member m's block of the head
+        weight = self.head.weight.view(k, self.n_outputs, -1).transpose(1, 2)
+        bias = self.head.bias.view(k, 1, self.n_outputs)
+        member_logits = torch.baddbmm(bias, enc.output.view(k, n, -1), weight)
+        masks, step_importance = enc.masks, enc.step_importance
+        if with_masks:  # (n_steps, k * n, ...) -> (k * n_steps, n, ...), member by member
+            steps = masks.shape[0]
+            masks = masks.view(steps, k, n, -1).transpose(0, 1).reshape(k * steps, n, -1)
+            step_importance = (
+                step_importance.view(steps, k, n).transpose(0, 1).reshape(k * steps, n)
+            )
         return NetworkOutput(
-            self.head(enc.output), enc.masks, enc.sparsity_loss, enc.step_importance
+            member_logits.mean(dim=0), masks, enc.sparsity_loss, step_importance, member_logits
         )

@@ -328,7 +328,8 @@ class Trainer:
 
     def _forward_loss(self, model: nn.Module) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
         """The part of a training step that ``compile`` compiles: the forward pass, the loss
-        summed over the batch's rows (weighted) and the sparsity loss."""
+        summed over the batch's rows (weighted; an ensemble's is the mean of its members'
+        losses) and the sparsity loss."""
         loss_fn, amp, device_type = self.loss_fn, self.config.amp, self.device.type
 
         def forward_loss(
@@ -336,7 +337,11 @@ class Trainer:
         ) -> tuple[torch.Tensor, torch.Tensor]:
             with torch.autocast(device_type, dtype=torch.bfloat16, enabled=amp):
                 out = model(numeric, codes, with_masks=False)
-                per_row = loss_fn(out.logits.float(), target)
+                if out.member_logits is None:
+                    per_row = loss_fn(out.logits.float(), target)
+                else:  # an ensemble: each member trains on its own loss
+                    members = out.member_logits.float()
+                    per_row = torch.stack([loss_fn(m, target) for m in members]).mean(dim=0)
             if weight is not None:
                 per_row = per_row * weight
             return per_row.sum(), out.sparsity_loss.float()
