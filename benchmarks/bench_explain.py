@@ -127,9 +127,14 @@ def perm_scoring(kind: str) -> str:
     )
 
 
+#: tabsparse parameters of every fit (``--params``; the defaults when empty)
+TABSPARSE_PARAMS: dict[str, Any] = {}
+
+
 def fit_tabsparse(kind: str, X: Any, y: Any, seed: int, params: dict[str, Any]) -> tuple[Any, dict]:
     from tabsparse import TabNetClassifier, TabNetRegressor
 
+    params = {**TABSPARSE_PARAMS, **params}
     cls = TabNetRegressor if kind == "regression" else TabNetClassifier
     est = cls(random_state=seed, device="cpu", **params)
     t0 = time.process_time()
@@ -511,7 +516,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--quick", action="store_true", help="2,000 Syn rows, 1 seed, telco only; stores nothing"
     )
+    parser.add_argument(
+        "--params", type=json.loads, default={}, help="JSON dict of tabsparse parameters"
+    )
     args = parser.parse_args(argv)
+    TABSPARSE_PARAMS.update(args.params)
     commit = git_commit()
     if args.code is not None:
         sys.path.insert(0, str(args.code.resolve()))
@@ -553,7 +562,9 @@ def main(argv: list[str] | None = None) -> None:
             "config": config_key(part, n_train, n_test),
         }
         want = (
-            params_hash(resolved_tabsparse_params(kind, {}, seed)) if model == "tabsparse" else None
+            params_hash(resolved_tabsparse_params(kind, TABSPARSE_PARAMS, seed))
+            if model == "tabsparse"
+            else None
         )
         row = find_row(stored, key, want)
         if row is None:

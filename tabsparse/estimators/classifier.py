@@ -203,11 +203,13 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         one per feature of ``encoder_.feature_names`` (an expanded datetime column gives one
         per part, otherwise these are the input columns).
     feature_importances_std_ : ndarray of shape (n_features,)
-        The standard error of each of ``feature_importances_``: the standard deviation of the
-        mean over 200 bootstrap resamples of those rows (seeded from the fit's seed). It says
-        how much an importance depends on which rows were sampled, not how much a refit with
-        another seed would move it. An importance at most two standard errors is
-        indistinguishable from zero (:func:`tabsparse.importance.negligible`).
+        The standard error of each of ``feature_importances_``. One member: the standard error
+        of the mean over those rows, ``std(ddof=1) / sqrt(n_rows)``; it says how much an
+        importance depends on which rows were sampled, not how much a refit with another seed
+        would move it. An ensemble (``n_members > 1``): the members' spread,
+        ``std(ddof=1) / sqrt(n_members)`` of their global importances, which does reflect how
+        much differently initialised models disagree. An importance at most two standard
+        errors is indistinguishable from zero (:func:`tabsparse.importance.negligible`).
     history_ : list of dict
         Per epoch: ``epoch``, ``train_loss``, ``learning_rate``, ``seconds`` and, with
         validation data, ``val_loss`` and ``val_score``.
