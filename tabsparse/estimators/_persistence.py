@@ -32,6 +32,7 @@ from tabsparse.estimators.regressor import TabNetRegressor
 from tabsparse.io import FileProblem, ModelFileError, ModelPayload, decode_value, encode_value
 from tabsparse.io._values import is_int as _is_int
 from tabsparse.io._values import is_real as _is_real
+from tabsparse.nn.numeric_embedding import NUMERIC_EMBEDDINGS
 
 __all__ = ["ESTIMATORS", "EstimatorSpec", "ModelFileError", "load", "register_estimator", "save"]
 
@@ -204,18 +205,41 @@ def _check_target(est: Any) -> None:
         raise ValueError(f"the fitted target does not survive its JSON round trip: {doc!r}")
 
 
+def _check_supervised(est: Any) -> None:
+    """The target (:func:`_check_target`) and the resolved architecture: ``n_members_`` an
+    integer >= 1, ``numeric_embedding_`` None or a known embedding (absent in files written
+    before they existed: the network is then built from the parameters)."""
+    _check_target(est)
+    members = getattr(est, "n_members_", 1)
+    if not _is_int(members) or members < 1:
+        raise ValueError(f"n_members_={members!r} must be an integer >= 1")
+    embedding = getattr(est, "numeric_embedding_", None)
+    if embedding is not None and embedding not in NUMERIC_EMBEDDINGS:
+        raise ValueError(
+            f"numeric_embedding_={embedding!r} must be None or one of {sorted(NUMERIC_EMBEDDINGS)}"
+        )
+
+
+_ARCHITECTURE = ("n_members_", "numeric_embedding_")
 register_estimator(
     TabNetClassifier,
-    attributes=("classes_", "n_outputs_", "_target_kind", "mean_label_count_"),
-    check=_check_target,
-    optional=("n_outputs_", "_target_kind", "mean_label_count_"),
+    attributes=("classes_", "n_outputs_", "_target_kind", "mean_label_count_", *_ARCHITECTURE),
+    check=_check_supervised,
+    optional=("n_outputs_", "_target_kind", "mean_label_count_", *_ARCHITECTURE),
 )
 register_estimator(TabNetPretrainer, attributes=(), check=lambda est: None)
 register_estimator(
     TabNetRegressor,
-    attributes=("n_outputs_", "target_mean_", "target_scale_", "_y_ndim", "_objective"),
-    check=_check_target,
-    optional=("_objective",),
+    attributes=(
+        "n_outputs_",
+        "target_mean_",
+        "target_scale_",
+        "_y_ndim",
+        "_objective",
+        *_ARCHITECTURE,
+    ),
+    check=_check_supervised,
+    optional=("_objective", *_ARCHITECTURE),
 )
 
 

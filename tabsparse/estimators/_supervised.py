@@ -27,6 +27,7 @@ from tabsparse._compat import HasMethods, Interval, StrOptions
 from tabsparse.data import EncodedTable, TableEncoder
 from tabsparse.data.sparse import CSRRows
 from tabsparse.distributed import broadcast_int, detect
+from tabsparse.estimators._auto import AUTO, network_architecture, resolve_architecture
 from tabsparse.estimators._base import (
     IMPORTANCE_SAMPLE,
     FitData,
@@ -62,9 +63,9 @@ class TabNetSupervised(TabNetBase):
         "beta_2": [Interval(Real, 0.0, 1.0, closed="left")],
         "distributed": [StrOptions({"auto"}), "boolean"],
         "pretrained": [HasMethods(["fit", "transform"]), None],  # a fitted TabNetPretrainer
-        "numeric_embedding": [StrOptions(set(NUMERIC_EMBEDDINGS)), None],
+        "numeric_embedding": [StrOptions({*NUMERIC_EMBEDDINGS, AUTO}), None],
         "numeric_embedding_dim": [Interval(Integral, 2, None, closed="left")],
-        "n_members": [Interval(Integral, 1, None, closed="left")],
+        "n_members": [Interval(Integral, 1, None, closed="left"), StrOptions({AUTO})],
     }
     #: The fitted attributes that hold the target's state (``Target.attributes``).
     _target_attributes: tuple[str, ...] = ()
@@ -100,7 +101,7 @@ class TabNetSupervised(TabNetBase):
         grouped_features: list[list[int]] | None = None,
         numeric_embedding: str | None = None,
         numeric_embedding_dim: int = 8,
-        n_members: int = 1,
+        n_members: int | str = 1,
         device: str = "auto",
         compile: bool | str = "auto",
         random_state: int | np.random.RandomState | None = None,
@@ -257,7 +258,10 @@ class TabNetSupervised(TabNetBase):
             )
         if (X_val is None) != (y_val is None):
             raise ValueError("X_val and y_val must be passed together")
-        if self.pretrained is not None and getattr(self, "numeric_embedding", None) is not None:
+        if self.pretrained is not None and getattr(self, "numeric_embedding", None) not in (
+            None,
+            AUTO,  # resolved to None with a pretrainer
+        ):
             raise ValueError(
                 f"numeric_embedding={self.numeric_embedding!r} cannot be used with pretrained= "
                 "(a TabNetPretrainer's network has no numeric embedding); set "
@@ -297,6 +301,13 @@ class TabNetSupervised(TabNetBase):
                 f"X has {n_rows} rows but y has {len(y_arr)}; they must have the same length"
             )
         sw = check_weight(sample_weight, n_rows, "sample_weight")
+        if not continuing:
+            resolve_architecture(
+                self,
+                n_rows,
+                periodic_suits=self._periodic_suits(),
+                pretrained=pretrained is not None,
+            )
         if ctx is not None:  # every rank must shuffle, split and initialise alike
             seed = broadcast_int(seed, ctx, device)
         rng = np.random.default_rng(seed)
@@ -334,17 +345,22 @@ class TabNetSupervised(TabNetBase):
             stacklevel=_user_stacklevel(),
         )
 
+    def _periodic_suits(self) -> bool:
+        """Whether ``numeric_embedding="auto"`` picks the periodic embedding for this target."""
+        return False
+
     def _build_network(self, seed: int) -> TabNet:
         n_outputs = self._target().n_network_outputs
+        n_members, numeric_embedding = network_architecture(self)
         return self._seeded_network(
             seed,
             lambda: TabNet(
                 **self._network_kwargs(),
                 n_outputs=n_outputs,
-                # getattr: estimators pickled before these parameters existed
-                numeric_embedding=getattr(self, "numeric_embedding", None),
+                numeric_embedding=numeric_embedding,
+                # getattr: estimators pickled before this parameter existed
                 numeric_embedding_dim=getattr(self, "numeric_embedding_dim", 8),
-                n_members=getattr(self, "n_members", 1),
+                n_members=n_members,
             ),
         )
 

@@ -278,7 +278,7 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         grouped_features: list[list[int]] | None = None,
         numeric_embedding: str | None = None,
         numeric_embedding_dim: int = 8,
-        n_members: int = 1,
+        n_members: int | str = 1,
         class_weight: dict[Any, float] | list[dict[Any, float]] | str | None = None,
         multilabel_loss: str = "sparsemax",
         label_smoothing: float = 0.0,
@@ -401,6 +401,10 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
 
     def _target_kind_for(self, y: Any) -> type[Target]:
         return classification_kind(y, self.multilabel_loss)
+
+    def _periodic_suits(self) -> bool:
+        """``numeric_embedding="auto"`` embeds the numeric columns for a binary target."""
+        return self._target_kind == ClassLabels.name and len(self.classes_) == 2
 
     def _auto_validation_rows(self) -> int:
         """A binary target validates from 100 held-out rows; see

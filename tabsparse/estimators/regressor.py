@@ -124,7 +124,7 @@ class TabNetRegressor(RegressorMixin, TabNetSupervised):
         grouped_features: list[list[int]] | None = None,
         numeric_embedding: str | None = None,
         numeric_embedding_dim: int = 8,
-        n_members: int = 1,
+        n_members: int | str = 1,
         loss: str = "squared_error",
         quantile: float | Sequence[float] | None = None,
         power: float = 1.5,
@@ -191,6 +191,10 @@ class TabNetRegressor(RegressorMixin, TabNetSupervised):
 
     def _target_kind_for(self, y: Any) -> type[Target]:
         return Regression
+
+    def _periodic_suits(self) -> bool:
+        """``numeric_embedding="auto"`` embeds the numeric columns for every regression."""
+        return True
 
     def _target(self) -> Regression:
         return Regression.from_attributes(self)

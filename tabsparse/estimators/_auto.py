@@ -1,0 +1,55 @@
+"""The architecture defaults that depend on the data: ``n_members="auto"`` and
+``numeric_embedding="auto"``.
+
+A fit resolves them once (a warm start keeps the network, and them) into the fitted attributes
+``n_members_`` and ``numeric_embedding_``; the network is built from those, and model files save
+them. An estimator without them (unfitted, or loaded from a file written before they existed)
+builds from its parameters, where "auto" cannot occur in such files.
+
+The rules and the measurements behind them: the user guide ("Choosing parameters / defaults")
+and ``benchmarks/README.md`` (quality round 13).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AUTO",
+    "AUTO_MEMBERS",
+    "AUTO_MEMBERS_MAX_ROWS",
+    "network_architecture",
+    "resolve_architecture",
+]
+
+AUTO = "auto"
+#: members of ``n_members="auto"`` on a small table
+AUTO_MEMBERS = 4
+#: ``n_members="auto"`` trains :data:`AUTO_MEMBERS` members when ``X`` has fewer rows than this
+AUTO_MEMBERS_MAX_ROWS = 10_000
+
+
+def resolve_architecture(est: Any, n_rows: int, *, periodic_suits: bool, pretrained: bool) -> None:
+    """Set ``est.n_members_`` and ``est.numeric_embedding_`` for a fit on ``n_rows`` rows.
+
+    ``n_members="auto"``: :data:`AUTO_MEMBERS` below :data:`AUTO_MEMBERS_MAX_ROWS` rows, else
+    1. ``numeric_embedding="auto"``: ``"periodic"`` where ``periodic_suits`` (the estimator's
+    judgement of its target: regression and binary classification) unless the fit starts from a
+    pretrainer (whose input layer has no numeric embedding), else None.
+    """
+    members = getattr(est, "n_members", 1)
+    if members == AUTO:
+        members = AUTO_MEMBERS if n_rows < AUTO_MEMBERS_MAX_ROWS else 1
+    embedding = getattr(est, "numeric_embedding", None)
+    if embedding == AUTO:
+        embedding = "periodic" if periodic_suits and not pretrained else None
+    est.n_members_ = int(members)
+    est.numeric_embedding_ = embedding
+
+
+def network_architecture(est: Any) -> tuple[int, str | None]:
+    """``(n_members, numeric_embedding)`` to build ``est``'s network with: the resolved fitted
+    attributes, else the parameters ("auto" read as 1 member and no embedding)."""
+    members = getattr(est, "n_members_", getattr(est, "n_members", 1))
+    embedding = getattr(est, "numeric_embedding_", getattr(est, "numeric_embedding", None))
+    return (1 if members == AUTO else int(members)), (None if embedding == AUTO else embedding)

@@ -1,0 +1,101 @@
+"""``n_members="auto"`` and ``numeric_embedding="auto"``: what a fit resolves them to, that the
+network is built from the resolved values, warm starts keep them, and model files carry them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tabsparse import TabNetClassifier, TabNetPretrainer, TabNetRegressor, load, save
+from tabsparse.estimators import _auto
+from tabsparse.estimators._persistence import _check_supervised
+
+SMALL = dict(max_epochs=2, n_d=8, n_a=8, n_steps=2, random_state=0, device="cpu")
+AUTO = dict(n_members="auto", numeric_embedding="auto")
+
+
+def frame(n: int = 200, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    a, b = rng.normal(size=(2, n))
+    colour = pd.Categorical(rng.choice(["red", "green"], size=n))
+    return pd.DataFrame({"a": a, "colour": colour, "b": b}), a + b**2
+
+
+def test_auto_members_follow_the_row_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    X, score = frame(200)
+    y = score > 0.5
+    small = TabNetClassifier(**AUTO, **SMALL).fit(X, y)
+    assert small.n_members_ == _auto.AUTO_MEMBERS == 4
+    assert small.network_.n_members == 4
+    assert small.network_.member_scale.shape[0] == 4
+    monkeypatch.setattr(_auto, "AUTO_MEMBERS_MAX_ROWS", 200)  # 200 rows: no longer "small"
+    large = TabNetClassifier(**AUTO, **SMALL).fit(X, y)
+    assert large.n_members_ == 1 and large.network_.n_members == 1
+    assert not hasattr(large.network_, "member_scale")
+    fixed = TabNetClassifier(n_members=2, **SMALL).fit(X, y)  # an integer is taken as it is
+    assert fixed.n_members_ == 2 and fixed.network_.n_members == 2
+
+
+def test_auto_numeric_embedding_follows_the_target() -> None:
+    X, score = frame()
+    binary = TabNetClassifier(**AUTO, **SMALL).fit(X, score > 0.5)
+    multiclass = TabNetClassifier(**AUTO, **SMALL).fit(X, np.digitize(score, [0.0, 1.0]))
+    regression = TabNetRegressor(**AUTO, **SMALL).fit(X, score)
+    assert binary.numeric_embedding_ == "periodic"
+    assert multiclass.numeric_embedding_ is None
+    assert regression.numeric_embedding_ == "periodic"
+    # the network is built from the resolved value: 8 channels per numeric column or 1
+    assert binary.network_.inputs.numeric_channels == 8
+    assert multiclass.network_.inputs.numeric_channels == 1
+    none = TabNetRegressor(**SMALL).fit(X, score)  # the parameters as given
+    assert none.numeric_embedding_ is None and none.n_members_ == 1
+
+
+def test_auto_embedding_is_off_when_starting_from_a_pretrainer() -> None:
+    X, score = frame()
+    pre = TabNetPretrainer(max_epochs=1, n_d=8, n_a=8, n_steps=2, random_state=0).fit(X)
+    reg = TabNetRegressor(pretrained=pre, **AUTO, **SMALL).fit(X, score)
+    assert reg.numeric_embedding_ is None
+    assert reg.n_members_ == 4
+
+
+def test_warm_start_keeps_the_resolved_architecture(monkeypatch: pytest.MonkeyPatch) -> None:
+    X, score = frame()
+    reg = TabNetRegressor(warm_start=True, **AUTO, **SMALL).fit(X, score)
+    network = reg.network_
+    monkeypatch.setattr(_auto, "AUTO_MEMBERS_MAX_ROWS", 10)  # would now resolve to 1 member
+    reg.fit(X, score)
+    assert reg.network_ is network and reg.n_members_ == 4
+
+
+def test_model_file_carries_the_resolved_architecture(tmp_path: Path) -> None:
+    X, score = frame()
+    clf = TabNetClassifier(**AUTO, **SMALL).fit(X, score > 0.5)
+    path = tmp_path / "auto.tabsparse"
+    save(clf, path)
+    back = load(path)
+    assert back.n_members == "auto" and back.n_members_ == 4
+    assert back.numeric_embedding_ == "periodic"
+    np.testing.assert_array_equal(back.predict_proba(X), clf.predict_proba(X))
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("n_members_", 0, "n_members_=0 must be an integer >= 1"),
+        ("n_members_", "4", "n_members_='4' must be an integer >= 1"),
+        ("numeric_embedding_", "pwl", "numeric_embedding_='pwl' must be None or one of"),
+    ],
+)
+def test_model_file_check_refuses_a_bad_architecture(
+    name: str, value: object, message: str
+) -> None:
+    X, score = frame()
+    reg = TabNetRegressor(**SMALL).fit(X, score)
+    _check_supervised(reg)  # as fitted: accepted
+    setattr(reg, name, value)
+    with pytest.raises(ValueError, match=message):
+        _check_supervised(reg)
