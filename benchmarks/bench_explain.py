@@ -71,10 +71,12 @@ from bench_quality import (
     TEST_CAP,
     TRAIN_CAP,
     _codes_frame,
+    _completed,
     git_commit,
     load_split,
     params_hash,
     resolved_tabsparse_params,
+    with_auto_resolved,
 )
 from explain_metrics import (
     BRANCHES,
@@ -278,16 +280,37 @@ def config_key(part: str, n_train: int = SYN_TRAIN, n_test: int = SYN_TEST) -> s
 
 
 def find_row(
-    rows: list[dict[str, Any]], key: dict[str, Any], want_hash: str | None
+    rows: list[dict[str, Any]],
+    key: dict[str, Any],
+    want: dict[str, str] | None,
+    n_rows: int | None = None,
 ) -> dict[str, Any] | None:
-    """The latest stored row with the same part, table, model, seed and config (and, for
-    tabsparse, the same resolved-parameter hash)."""
+    """The latest stored row with the same part, table, model, seed and config and, for
+    tabsparse, the same resolved parameters ``want`` (parameters added since a row was stored
+    count at their no-op values, and ``n_members="auto"`` as what a fit on ``n_rows`` rows
+    resolves it to: ``bench_quality.with_auto_resolved``)."""
+    target = None if want is None else with_auto_resolved(want, n_rows)
     for row in reversed(rows):
-        if all(row.get(k) == v for k, v in key.items()) and (
-            want_hash is None or row.get("params_hash") == want_hash
-        ):
+        if not all(row.get(k) == v for k, v in key.items()):
+            continue
+        if target is None:
+            return row
+        params = row.get("tabsparse_params")
+        if params is not None and with_auto_resolved(_completed(params), n_rows) == target:
             return row
     return None
+
+
+def fit_rows(part: str, name: str, n_train: int) -> int:
+    """Training rows of a job's fit (what ``n_members="auto"`` is resolved on)."""
+    if part == "syn":
+        return n_train
+    if name not in _FIT_ROWS:
+        _FIT_ROWS[name] = len(load_split(name, TRAIN_CAP, TEST_CAP).y_train)
+    return _FIT_ROWS[name]
+
+
+_FIT_ROWS: dict[str, int] = {}
 
 
 # ---- report --------------------------------------------------------------------------------
@@ -561,12 +584,11 @@ def main(argv: list[str] | None = None) -> None:
             "seed": seed,
             "config": config_key(part, n_train, n_test),
         }
-        want = (
-            params_hash(resolved_tabsparse_params(kind, TABSPARSE_PARAMS, seed))
-            if model == "tabsparse"
-            else None
-        )
-        row = find_row(stored, key, want)
+        want, n_rows = None, None
+        if model == "tabsparse":
+            want = resolved_tabsparse_params(kind, TABSPARSE_PARAMS, seed)
+            n_rows = fit_rows(part, name, n_train)
+        row = find_row(stored, key, want, n_rows)
         if row is None:
             t0 = time.perf_counter()
             out = (

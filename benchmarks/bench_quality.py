@@ -584,6 +584,19 @@ def _completed(record_params: dict[str, str]) -> dict[str, str]:
     return {**ADDED_PARAMS, **ADDED_REGRESSOR_PARAMS, **record_params}
 
 
+def with_auto_resolved(record_params: dict[str, str], n_rows: int | None) -> dict[str, str]:
+    """``record_params`` with ``n_members="auto"`` replaced by what a fit on ``n_rows`` rows
+    resolves it to (``tabsparse.estimators._auto``), so that a row fitted with the member count
+    written out matches one fitted with "auto" (and rows from before ``n_members`` existed, one
+    member, match "auto" on a table too large for members)."""
+    if record_params.get("n_members") != repr("auto") or n_rows is None:
+        return record_params
+    from tabsparse.estimators._auto import AUTO_MEMBERS, AUTO_MEMBERS_MAX_ROWS
+
+    members = AUTO_MEMBERS if n_rows < AUTO_MEMBERS_MAX_ROWS else 1
+    return {**record_params, "n_members": repr(members)}
+
+
 def resolved_tabsparse_params(
     kind: str, params: dict[str, Any], seed: int = SEED
 ) -> dict[str, str]:
@@ -595,6 +608,13 @@ def resolved_tabsparse_params(
     )
     full = {k: v for k, v in est.get_params().items() if k not in ("verbose", "callbacks")}
     return {k: repr(v) for k, v in sorted(full.items())}
+
+
+def _stored_predictions(row: dict[str, Any], path: Path) -> bool:
+    """Whether the prediction file recorded on ``row`` exists beside ``path`` (a row matched
+    through a parameter added after its fit carries the older tag in its file name)."""
+    recorded = row.get("predictions_file")
+    return bool(recorded) and (path.parent / Path(recorded).name).exists()
 
 
 def _uncapped(row: dict[str, Any], caps: tuple[int, int]) -> bool:
@@ -626,7 +646,9 @@ def find_stored(
         if (row.get("train_cap"), row.get("test_cap")) != caps and not _uncapped(row, caps):
             continue
         if model == "tabsparse":
-            if _completed(row.get("tabsparse_params", {})) != want:
+            n = row.get("n_train")
+            stored = with_auto_resolved(_completed(row.get("tabsparse_params", {})), n)
+            if stored != with_auto_resolved(want, n):
                 continue
         elif row.get("params", {}) != params:
             continue
@@ -1148,6 +1170,7 @@ def main(argv: list[str] | None = None) -> None:
                         and save
                         and seed == SEED
                         and not path.exists()
+                        and not _stored_predictions(stored_row, path)
                     ):
                         stored_row = None  # refit for the predictions
                     if stored_row is not None and k == 0:

@@ -165,18 +165,30 @@ def test_faithfulness_finds_the_column_the_score_reads() -> None:
 
 
 # ---- the benchmark script's bookkeeping ----------------------------------------------------
-def test_find_row_matches_seed_config_and_parameter_hash() -> None:
+def test_find_row_matches_seed_config_and_parameters() -> None:
     be = pytest.importorskip("bench_explain")
+    bq = pytest.importorskip("bench_quality")
     key = {"part": "syn", "table": "Syn1", "model": "tabsparse", "seed": 0, "config": "c"}
+    today = bq.resolved_tabsparse_params("binary", {}, 0)
+    old = {k: v for k, v in today.items() if k not in bq.ADDED_PARAMS}  # before they existed
+    one = {**today, "n_members": "1"}
+    four = {**today, "n_members": "4"}
     rows = [
-        {**key, "params_hash": "old", "auc": 0.1},
-        {**key, "params_hash": "new", "auc": 0.2},
-        {**key, "seed": 1, "params_hash": "new", "auc": 0.3},
+        {**key, "tabsparse_params": {**old, "gamma": "1.5"}, "auc": 0.1},
+        {**key, "tabsparse_params": old, "auc": 0.2},
+        {**key, "seed": 1, "tabsparse_params": old, "auc": 0.3},
+        {**key, "config": "d", "tabsparse_params": four, "auc": 0.4},
     ]
-    assert be.find_row(rows, key, "new")["auc"] == 0.2
-    assert be.find_row(rows, key, "old")["auc"] == 0.1
-    assert be.find_row(rows, key, "other") is None
-    assert be.find_row(rows, {**key, "config": "d"}, "new") is None
+    assert today["n_members"] == "'auto'"
+    # a row from before n_members existed is one member: "auto" on a table too large for members
+    assert be.find_row(rows, key, today, n_rows=50_000)["auc"] == 0.2
+    assert be.find_row(rows, key, one, n_rows=100)["auc"] == 0.2
+    assert be.find_row(rows, key, today, n_rows=100) is None  # "auto" is 4 members there
+    assert be.find_row(rows, {**key, "config": "d"}, today, n_rows=100)["auc"] == 0.4
+    assert be.find_row(rows, key, {**one, "gamma": "1.5"}, n_rows=100)["auc"] == 0.1
+    assert be.find_row(rows, key, {**one, "gamma": "2.0"}, n_rows=100) is None
+    assert be.find_row(rows, key, None)["auc"] == 0.2  # the latest row, any parameters
+    assert be.find_row(rows, {**key, "config": "e"}, today, n_rows=100) is None
 
 
 def test_stability_table_cells() -> None:
