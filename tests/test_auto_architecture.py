@@ -50,8 +50,10 @@ def test_auto_numeric_embedding_follows_the_target() -> None:
     # the network is built from the resolved value: 8 channels per numeric column or 1
     assert binary.network_.inputs.numeric_channels == 8
     assert multiclass.network_.inputs.numeric_channels == 1
-    none = TabNetRegressor(**SMALL).fit(X, score)  # the parameters as given
-    assert none.numeric_embedding_ is None and none.n_members_ == 1
+    default = TabNetRegressor(**SMALL).fit(X, score)  # the defaults: no embedding, "auto" members
+    assert default.numeric_embedding_ is None and default.n_members_ == 4
+    one = TabNetRegressor(n_members=1, **SMALL).fit(X, score)
+    assert one.n_members_ == 1 and not hasattr(one.network_, "member_scale")
 
 
 def test_auto_embedding_is_off_when_starting_from_a_pretrainer() -> None:

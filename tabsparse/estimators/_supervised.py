@@ -101,7 +101,7 @@ class TabNetSupervised(TabNetBase):
         grouped_features: list[list[int]] | None = None,
         numeric_embedding: str | None = None,
         numeric_embedding_dim: int = 8,
-        n_members: int | str = 1,
+        n_members: int | str = "auto",
         device: str = "auto",
         compile: bool | str = "auto",
         random_state: int | np.random.RandomState | None = None,

@@ -123,14 +123,15 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         (the fit's choice is ``numeric_embedding_``).
     numeric_embedding_dim : int, default=8
         Channels per numeric column with a ``numeric_embedding`` (>= 2).
-    n_members : int or "auto", default=1
+    n_members : int or "auto", default="auto"
         Members of an ensemble trained as one network, in the manner of TabM's "mini"
         ensembles: every member runs the same encoder on the inputs scaled by its own trainable
         per-channel signs and has its own head and its own loss; their rows run as one batch.
         Predictions are the mean of the members' outputs; ``explain`` averages their masks and
         importances, and ``feature_importances_std_`` becomes their spread. A training step
         costs about 1.4-3x one member's for 4 members. "auto": 4 members when ``X`` has fewer
-        than 10,000 rows, else 1 (the fit's choice is ``n_members_``).
+        than 15,000 rows (where one network's predictions and masks vary most from seed to
+        seed and a fit is cheap), else 1; the fit's choice is ``n_members_``.
     class_weight : dict, list of dicts, "balanced" or None
         Weights classes in the loss (multiplied with ``sample_weight``). For a multi-task ``y``:
         "balanced" or one dict per column, and a row's weight is the product over the columns
@@ -286,7 +287,7 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         grouped_features: list[list[int]] | None = None,
         numeric_embedding: str | None = None,
         numeric_embedding_dim: int = 8,
-        n_members: int | str = 1,
+        n_members: int | str = "auto",
         class_weight: dict[Any, float] | list[dict[Any, float]] | str | None = None,
         multilabel_loss: str = "sparsemax",
         label_smoothing: float = 0.0,

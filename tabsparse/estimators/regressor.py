@@ -124,7 +124,7 @@ class TabNetRegressor(RegressorMixin, TabNetSupervised):
         grouped_features: list[list[int]] | None = None,
         numeric_embedding: str | None = None,
         numeric_embedding_dim: int = 8,
-        n_members: int | str = 1,
+        n_members: int | str = "auto",
         loss: str = "squared_error",
         quantile: float | Sequence[float] | None = None,
         power: float = 1.5,
