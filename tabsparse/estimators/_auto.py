@@ -26,7 +26,7 @@ AUTO = "auto"
 #: members of ``n_members="auto"`` on a small table
 AUTO_MEMBERS = 4
 #: ``n_members="auto"`` trains :data:`AUTO_MEMBERS` members when ``X`` has fewer rows than this
-AUTO_MEMBERS_MAX_ROWS = 15_000
+AUTO_MEMBERS_MAX_ROWS = 25_000
 
 
 def resolve_architecture(est: Any, n_rows: int, *, periodic_suits: bool, pretrained: bool) -> None:

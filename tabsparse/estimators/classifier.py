@@ -130,7 +130,7 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         Predictions are the mean of the members' outputs; ``explain`` averages their masks and
         importances, and ``feature_importances_std_`` becomes their spread. A training step
         costs about 1.4-3x one member's for 4 members. "auto": 4 members when ``X`` has fewer
-        than 15,000 rows (where one network's predictions and masks vary most from seed to
+        than 25,000 rows (where one network's predictions and masks vary most from seed to
         seed and a fit is cheap), else 1; the fit's choice is ``n_members_``.
     class_weight : dict, list of dicts, "balanced" or None
         Weights classes in the loss (multiplied with ``sample_weight``). For a multi-task ``y``:
