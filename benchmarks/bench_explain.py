@@ -141,7 +141,11 @@ def fit_tabsparse(kind: str, X: Any, y: Any, seed: int, params: dict[str, Any]) 
     est = cls(random_state=seed, device="cpu", **params)
     t0 = time.process_time()
     est.fit(X, y)
-    info = {"fit_cpu_s": round(time.process_time() - t0, 2), "epochs": int(est.n_iter_)}
+    info = {
+        "fit_cpu_s": round(time.process_time() - t0, 2),
+        "epochs": int(est.n_iter_),
+        "n_members_": int(getattr(est, "n_members_", 1)),
+    }
     info["tabsparse_params"] = resolved_tabsparse_params(kind, params, seed)
     info["params_hash"] = params_hash(info["tabsparse_params"])
     return est, info
@@ -296,7 +300,8 @@ def find_row(
         if target is None:
             return row
         params = row.get("tabsparse_params")
-        if params is not None and with_auto_resolved(_completed(params), n_rows) == target:
+        fitted = row.get("n_members_")
+        if params is not None and with_auto_resolved(_completed(params), n_rows, fitted) == target:
             return row
     return None
 

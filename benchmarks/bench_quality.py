@@ -464,6 +464,7 @@ def run_model(
         if model == "tabsparse":
             extra["epochs"] = int(est.n_iter_)
             extra["best_epoch"] = int(est.best_iteration_) + 1
+            extra["n_members_"] = int(getattr(est, "n_members_", 1))
         elif model == "hgb":
             extra["iterations"] = int(est.n_iter_)
         t0 = time.perf_counter()
@@ -584,17 +585,23 @@ def _completed(record_params: dict[str, str]) -> dict[str, str]:
     return {**ADDED_PARAMS, **ADDED_REGRESSOR_PARAMS, **record_params}
 
 
-def with_auto_resolved(record_params: dict[str, str], n_rows: int | None) -> dict[str, str]:
-    """``record_params`` with ``n_members="auto"`` replaced by what a fit on ``n_rows`` rows
-    resolves it to (``tabsparse.estimators._auto``), so that a row fitted with the member count
-    written out matches one fitted with "auto" (and rows from before ``n_members`` existed, one
-    member, match "auto" on a table too large for members)."""
-    if record_params.get("n_members") != repr("auto") or n_rows is None:
+def with_auto_resolved(
+    record_params: dict[str, str], n_rows: int | None, fitted: int | None = None
+) -> dict[str, str]:
+    """``record_params`` with ``n_members="auto"`` replaced by the member count: ``fitted`` (the
+    ``n_members_`` a stored row recorded) when given, else what a fit on ``n_rows`` rows
+    resolves it to today (``tabsparse.estimators._auto``). So a row fitted with the member
+    count written out matches one fitted with "auto", and rows from before ``n_members``
+    existed (one member) match "auto" on a table too large for members."""
+    if record_params.get("n_members") != repr("auto"):
         return record_params
-    from tabsparse.estimators._auto import AUTO_MEMBERS, AUTO_MEMBERS_MAX_ROWS
+    if fitted is None:
+        if n_rows is None:
+            return record_params
+        from tabsparse.estimators._auto import AUTO_MEMBERS, AUTO_MEMBERS_MAX_ROWS
 
-    members = AUTO_MEMBERS if n_rows < AUTO_MEMBERS_MAX_ROWS else 1
-    return {**record_params, "n_members": repr(members)}
+        fitted = AUTO_MEMBERS if n_rows < AUTO_MEMBERS_MAX_ROWS else 1
+    return {**record_params, "n_members": repr(fitted)}
 
 
 def resolved_tabsparse_params(
@@ -647,7 +654,9 @@ def find_stored(
             continue
         if model == "tabsparse":
             n = row.get("n_train")
-            stored = with_auto_resolved(_completed(row.get("tabsparse_params", {})), n)
+            stored = with_auto_resolved(
+                _completed(row.get("tabsparse_params", {})), n, row.get("n_members_")
+            )
             if stored != with_auto_resolved(want, n):
                 continue
         elif row.get("params", {}) != params:
