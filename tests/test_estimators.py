@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import re
+from typing import Any
 
 import joblib
 import numpy as np
@@ -32,6 +33,10 @@ EXPECTED_FAILURES = {
     "check_sample_weight_equivalence_on_sparse_data": (
         "as on dense data: sparse input (accepted since input_tags.sparse) trains the same way"
     ),
+}
+# Checks that may fail, or pass, by float32 rounding alone (xfail is strict, so these are
+# caught in the test instead): the machine's matrix kernels decide.
+ROUNDING_SENSITIVE = {
     "check_methods_subset_invariance": (
         "float32 matrix products on CPU may differ in the last bits (about 1e-7 relative) "
         "with the batch size; the check demands rtol=1e-7"
@@ -49,12 +54,8 @@ SPARSE_MULTILABEL = {
 
 
 def expected_failed_checks(estimator: object) -> dict[str, str]:
-    if isinstance(estimator, TabNetClassifier):
-        # the classifier's probabilities pass the subset check (xfail is strict: no XPASS)
-        failures = {k: v for k, v in EXPECTED_FAILURES.items() if "subset" not in k}
-        if estimator.multilabel_loss == "sparsemax":
-            return {**failures, **SPARSE_MULTILABEL}
-        return failures
+    if isinstance(estimator, TabNetClassifier) and estimator.multilabel_loss == "sparsemax":
+        return {**EXPECTED_FAILURES, **SPARSE_MULTILABEL}
     return EXPECTED_FAILURES
 
 
@@ -62,8 +63,14 @@ def expected_failed_checks(estimator: object) -> dict[str, str]:
     [TabNetClassifier(**CHECKS), TabNetRegressor(**CHECKS)],
     expected_failed_checks=expected_failed_checks,
 )
-def test_sklearn_common_checks(estimator: object, check: object) -> None:
-    check(estimator)  # type: ignore[operator]
+def test_sklearn_common_checks(estimator: object, check: Any) -> None:
+    name = getattr(check, "func", check).__name__
+    try:
+        check(estimator)
+    except AssertionError:
+        if name in ROUNDING_SENSITIVE:
+            pytest.xfail(ROUNDING_SENSITIVE[name])
+        raise
 
 
 def mixed_frame(n: int = 400, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
