@@ -48,10 +48,14 @@ def table(n: int = 300, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
     return X, y
 
 
+#: one network: the spread over the rows (an ensemble's spread is over its members, below)
+ONE = {**TINY, "n_members": 1}
+
+
 @pytest.fixture(scope="module")
 def clf() -> TabNetClassifier:
     X, y = table()
-    return TabNetClassifier(**TINY).fit(X, y)  # 300 rows: no split, the sample is every row
+    return TabNetClassifier(**ONE).fit(X, y)  # 300 rows: no split, the sample is every row
 
 
 def test_the_spread_is_the_standard_error_of_the_training_sample(
@@ -82,7 +86,7 @@ def test_importances_on_sample_draws_its_rows_from_the_fit_stream(
 
 def test_regressor_and_pretrainer_have_the_spread() -> None:
     X, y = table(n=200)
-    reg = TabNetRegressor(**TINY).fit(X, y.astype(float))
+    reg = TabNetRegressor(**ONE).fit(X, y.astype(float))
     pre = TabNetPretrainer(**TINY).fit(X)
     for est in (reg, pre):
         std = est.feature_importances_std_
@@ -91,6 +95,25 @@ def test_regressor_and_pretrainer_have_the_spread() -> None:
         np.testing.assert_allclose(
             std, per_row.std(axis=0, ddof=1) / np.sqrt(len(per_row)), rtol=0.25, atol=1e-6
         )
+
+
+def test_an_ensemble_spread_is_over_its_members() -> None:
+    X, y = table()
+    ens = TabNetClassifier(**{**TINY, "n_members": 3}).fit(X, y)
+    data = ens._tensor_data(ens._encode(X), None, None, ens.device_)
+    mean, std = ens._importances_on_sample(data, np.random.default_rng(5))
+    rng = np.random.default_rng(5)
+    idx = np.sort(rng.choice(len(X), size=len(X), replace=False))
+    sample = ens._tensor_data(ens._encode(X.iloc[idx]), None, None, ens.device_)
+    members = ens._explain_tensors(sample, members=True)[0]
+    assert members.shape == (3, len(X), 3)
+    own = members.mean(axis=1) / members.mean(axis=1).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(mean, own.mean(axis=0), rtol=1e-5)
+    np.testing.assert_allclose(std, own.std(axis=0, ddof=1) / np.sqrt(3), rtol=1e-4)
+    # the explanation's importances are the members' mean, row by row
+    np.testing.assert_allclose(
+        ens.explain(X.iloc[idx]).importances, members.mean(axis=0), rtol=1e-5, atol=1e-7
+    )
 
 
 # ---- model files ---------------------------------------------------------------------------------
