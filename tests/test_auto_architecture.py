@@ -39,6 +39,19 @@ def test_auto_members_follow_the_row_count(monkeypatch: pytest.MonkeyPatch) -> N
     assert fixed.n_members_ == 2 and fixed.network_.n_members == 2
 
 
+def test_auto_members_only_for_one_target() -> None:
+    X, score = frame()
+    labels = np.column_stack([score > 0, score > 1]).astype(int)  # multi-label
+    tasks = pd.DataFrame({"a": np.where(score > 0, "p", "n"), "b": np.where(score > 1, "x", "y")})
+    both = np.column_stack([score, -score])
+    assert TabNetClassifier(**SMALL).fit(X, labels).n_members_ == 1
+    assert TabNetClassifier(**SMALL).fit(X, tasks).n_members_ == 1
+    assert TabNetRegressor(**SMALL).fit(X, both).n_members_ == 1
+    assert TabNetClassifier(**SMALL).fit(X, score > 0).n_members_ == 4
+    assert TabNetClassifier(**SMALL).fit(X, np.digitize(score, [0.0, 1.0])).n_members_ == 4
+    assert TabNetClassifier(n_members=3, **SMALL).fit(X, labels).n_members_ == 3  # as asked
+
+
 def test_auto_numeric_embedding_follows_the_target() -> None:
     X, score = frame()
     binary = TabNetClassifier(**AUTO, **SMALL).fit(X, score > 0.5)

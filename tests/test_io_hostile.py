@@ -120,11 +120,12 @@ CASES: dict[str, tuple[Any, str]] = {
     "not safetensors": (_replace("weights.safetensors", b"\x00" * 64), "not a valid safetensors"),
     "weight shape": (
         lambda m: edit_weights(m, lambda t: t.update({"head.bias": torch.zeros(3)})),
-        "tensor 'head.bias' is torch.float32 [3], but the parameters imply torch.float32 [2]",
+        # the binary classifier's head: 4 members (n_members="auto") x 2 outputs
+        "tensor 'head.bias' is torch.float32 [3], but the parameters imply torch.float32 [8]",
     ),
     "weight dtype": (
         lambda m: edit_weights(m, lambda t: t.update({"head.bias": t["head.bias"].double()})),
-        "tensor 'head.bias' is torch.float64 [2], but the parameters imply torch.float32 [2]",
+        "tensor 'head.bias' is torch.float64 [8], but the parameters imply torch.float32 [8]",
     ),
     "complex weight": (
         lambda m: edit_weights(m, lambda t: t.update({"head.bias": torch.zeros(2) * 1j})),

@@ -29,17 +29,21 @@ AUTO_MEMBERS = 4
 AUTO_MEMBERS_MAX_ROWS = 25_000
 
 
-def resolve_architecture(est: Any, n_rows: int, *, periodic_suits: bool, pretrained: bool) -> None:
+def resolve_architecture(
+    est: Any, n_rows: int, *, members_suit: bool, periodic_suits: bool, pretrained: bool
+) -> None:
     """Set ``est.n_members_`` and ``est.numeric_embedding_`` for a fit on ``n_rows`` rows.
 
-    ``n_members="auto"``: :data:`AUTO_MEMBERS` below :data:`AUTO_MEMBERS_MAX_ROWS` rows, else
-    1. ``numeric_embedding="auto"``: ``"periodic"`` where ``periodic_suits`` (the estimator's
+    ``n_members="auto"``: :data:`AUTO_MEMBERS` below :data:`AUTO_MEMBERS_MAX_ROWS` rows where
+    ``members_suit`` (one target column: class labels, or a 1-D regression target; multi-label,
+    multi-task and 2-D regression targets were not measured with members), else 1.
+    ``numeric_embedding="auto"``: ``"periodic"`` where ``periodic_suits`` (the estimator's
     judgement of its target: regression and binary classification) unless the fit starts from a
     pretrainer (whose input layer has no numeric embedding), else None.
     """
     members = getattr(est, "n_members", 1)
     if members == AUTO:
-        members = AUTO_MEMBERS if n_rows < AUTO_MEMBERS_MAX_ROWS else 1
+        members = AUTO_MEMBERS if members_suit and n_rows < AUTO_MEMBERS_MAX_ROWS else 1
     embedding = getattr(est, "numeric_embedding", None)
     if embedding == AUTO:
         embedding = "periodic" if periodic_suits and not pretrained else None

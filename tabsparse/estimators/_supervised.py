@@ -305,6 +305,7 @@ class TabNetSupervised(TabNetBase):
             resolve_architecture(
                 self,
                 n_rows,
+                members_suit=self._members_suit(),
                 periodic_suits=self._periodic_suits(),
                 pretrained=pretrained is not None,
             )
@@ -347,6 +348,10 @@ class TabNetSupervised(TabNetBase):
 
     def _periodic_suits(self) -> bool:
         """Whether ``numeric_embedding="auto"`` picks the periodic embedding for this target."""
+        return False
+
+    def _members_suit(self) -> bool:
+        """Whether ``n_members="auto"`` may train several members for this target."""
         return False
 
     def _build_network(self, seed: int) -> TabNet:

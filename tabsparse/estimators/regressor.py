@@ -192,6 +192,10 @@ class TabNetRegressor(RegressorMixin, TabNetSupervised):
     def _target_kind_for(self, y: Any) -> type[Target]:
         return Regression
 
+    def _members_suit(self) -> bool:
+        """``n_members="auto"`` trains members for a 1-D ``y``."""
+        return bool(self._target().ndim == 1)
+
     def _periodic_suits(self) -> bool:
         """``numeric_embedding="auto"`` embeds the numeric columns for every regression."""
         return True
