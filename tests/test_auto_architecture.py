@@ -11,7 +11,7 @@ import pytest
 
 from tabsparse import TabNetClassifier, TabNetPretrainer, TabNetRegressor, load, save
 from tabsparse.estimators import _auto
-from tabsparse.estimators._persistence import _check_supervised
+from tabsparse.estimators._persistence import _check_common
 
 SMALL = dict(max_epochs=2, n_d=8, n_a=8, n_steps=2, random_state=0, device="cpu")
 AUTO = dict(n_members="auto", numeric_embedding="auto")
@@ -110,7 +110,7 @@ def test_model_file_check_refuses_a_bad_architecture(
 ) -> None:
     X, score = frame()
     reg = TabNetRegressor(**SMALL).fit(X, score)
-    _check_supervised(reg)  # as fitted: accepted
+    _check_common(reg)  # as fitted: accepted
     setattr(reg, name, value)
     with pytest.raises(ValueError, match=message):
-        _check_supervised(reg)
+        _check_common(reg)

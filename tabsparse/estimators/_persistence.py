@@ -53,10 +53,22 @@ _COMMON_ATTRIBUTES = (
     "n_iter_",
     "best_iteration_",
     "compiled_",
+    "n_members_",
+    "numeric_embedding_",
 )
 # files written before compile= existed have no compiled_; before the importance spread, no
-# feature_importances_std_ (such a model loads without it: no spread to show)
-_OPTIONAL_ATTRIBUTES = frozenset({"feature_names_in_", "compiled_", "feature_importances_std_"})
+# feature_importances_std_ (such a model loads without it: no spread to show); before
+# n_members="auto", no n_members_ / numeric_embedding_ (the network is then built from the
+# parameters); a pretrainer has neither
+_OPTIONAL_ATTRIBUTES = frozenset(
+    {
+        "feature_names_in_",
+        "compiled_",
+        "feature_importances_std_",
+        "n_members_",
+        "numeric_embedding_",
+    }
+)
 
 
 def _bad(problem: str) -> Any:
@@ -78,7 +90,8 @@ class EstimatorSpec:
     attributes : tuple of str
         Fitted attributes of this class beyond the common ones (``n_features_in_``,
         ``feature_names_in_``, ``feature_importances_``, ``feature_importances_std_``,
-        ``history_``, ``n_iter_``, ``best_iteration_``, ``compiled_``), saved with their types
+        ``history_``, ``n_iter_``, ``best_iteration_``, ``compiled_``, ``n_members_``,
+        ``numeric_embedding_``), saved with their types
         and restored after checks.
     check : callable
         ``check(estimator)`` validates those attributes once they are set on a fresh estimator
@@ -191,6 +204,20 @@ def _check_common(est: Any) -> None:
     compiled = getattr(est, "compiled_", False)
     if not isinstance(compiled, (bool, np.bool_)):
         raise ValueError(f"compiled_={compiled!r} must be a bool")
+    _check_architecture(est)
+
+
+def _check_architecture(est: Any) -> None:
+    """The resolved architecture, where present: ``n_members_`` an integer >= 1,
+    ``numeric_embedding_`` None or a known embedding."""
+    members = getattr(est, "n_members_", 1)
+    if not _is_int(members) or members < 1:
+        raise ValueError(f"n_members_={members!r} must be an integer >= 1")
+    embedding = getattr(est, "numeric_embedding_", None)
+    if embedding is not None and embedding not in NUMERIC_EMBEDDINGS:
+        raise ValueError(
+            f"numeric_embedding_={embedding!r} must be None or one of {sorted(NUMERIC_EMBEDDINGS)}"
+        )
 
 
 def _check_target(est: Any) -> None:
@@ -205,41 +232,18 @@ def _check_target(est: Any) -> None:
         raise ValueError(f"the fitted target does not survive its JSON round trip: {doc!r}")
 
 
-def _check_supervised(est: Any) -> None:
-    """The target (:func:`_check_target`) and the resolved architecture: ``n_members_`` an
-    integer >= 1, ``numeric_embedding_`` None or a known embedding (absent in files written
-    before they existed: the network is then built from the parameters)."""
-    _check_target(est)
-    members = getattr(est, "n_members_", 1)
-    if not _is_int(members) or members < 1:
-        raise ValueError(f"n_members_={members!r} must be an integer >= 1")
-    embedding = getattr(est, "numeric_embedding_", None)
-    if embedding is not None and embedding not in NUMERIC_EMBEDDINGS:
-        raise ValueError(
-            f"numeric_embedding_={embedding!r} must be None or one of {sorted(NUMERIC_EMBEDDINGS)}"
-        )
-
-
-_ARCHITECTURE = ("n_members_", "numeric_embedding_")
 register_estimator(
     TabNetClassifier,
-    attributes=("classes_", "n_outputs_", "_target_kind", "mean_label_count_", *_ARCHITECTURE),
-    check=_check_supervised,
-    optional=("n_outputs_", "_target_kind", "mean_label_count_", *_ARCHITECTURE),
+    attributes=("classes_", "n_outputs_", "_target_kind", "mean_label_count_"),
+    check=_check_target,
+    optional=("n_outputs_", "_target_kind", "mean_label_count_"),
 )
 register_estimator(TabNetPretrainer, attributes=(), check=lambda est: None)
 register_estimator(
     TabNetRegressor,
-    attributes=(
-        "n_outputs_",
-        "target_mean_",
-        "target_scale_",
-        "_y_ndim",
-        "_objective",
-        *_ARCHITECTURE,
-    ),
-    check=_check_supervised,
-    optional=("_objective", *_ARCHITECTURE),
+    attributes=("n_outputs_", "target_mean_", "target_scale_", "_y_ndim", "_objective"),
+    check=_check_target,
+    optional=("_objective",),
 )
 
 
