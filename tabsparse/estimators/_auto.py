@@ -35,7 +35,7 @@ def resolve_architecture(
     """Set ``est.n_members_`` and ``est.numeric_embedding_`` for a fit on ``n_rows`` rows.
 
     ``n_members="auto"``: :data:`AUTO_MEMBERS` below :data:`AUTO_MEMBERS_MAX_ROWS` rows where
-    ``members_suit`` (one target column: class labels, or a 1-D regression target; multi-label,
+    ``members_suit`` (one target column: class labels, or one regression column; multi-label,
     multi-task and 2-D regression targets were not measured with members), else 1.
     ``numeric_embedding="auto"``: ``"periodic"`` where ``periodic_suits`` (the estimator's
     judgement of its target: regression and binary classification) unless the fit starts from a

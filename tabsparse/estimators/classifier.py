@@ -131,8 +131,8 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         importances, and ``feature_importances_std_`` becomes their spread. A training step
         costs about 1.4-3x one member's for 4 members. "auto": 4 members when ``X`` has fewer
         than 25,000 rows (where one network's predictions and masks vary most from seed to
-        seed and a fit is cheap) and ``y`` is one target (class labels, or a 1-D regression
-        target), else 1; the fit's choice is ``n_members_``.
+        seed and a fit is cheap) and ``y`` is one target (class labels, or one regression
+        column), else 1; the fit's choice is ``n_members_``.
     class_weight : dict, list of dicts, "balanced" or None
         Weights classes in the loss (multiplied with ``sample_weight``). For a multi-task ``y``:
         "balanced" or one dict per column, and a row's weight is the product over the columns

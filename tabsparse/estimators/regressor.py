@@ -193,8 +193,9 @@ class TabNetRegressor(RegressorMixin, TabNetSupervised):
         return Regression
 
     def _members_suit(self) -> bool:
-        """``n_members="auto"`` trains members for a 1-D ``y``."""
-        return bool(self._target().ndim == 1)
+        """``n_members="auto"`` trains members for one target column (a 1-D ``y``, or a 2-D
+        ``y`` of one column: the same fit)."""
+        return bool(self.n_outputs_ == 1)
 
     def _periodic_suits(self) -> bool:
         """``numeric_embedding="auto"`` embeds the numeric columns for every regression."""
