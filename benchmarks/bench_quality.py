@@ -598,9 +598,9 @@ def with_auto_resolved(
     if fitted is None:
         if n_rows is None:
             return record_params
-        from tabsparse.estimators._auto import AUTO_MEMBERS, AUTO_MEMBERS_MAX_ROWS
+        from tabsparse.estimators._auto import auto_members
 
-        fitted = AUTO_MEMBERS if n_rows < AUTO_MEMBERS_MAX_ROWS else 1
+        fitted = auto_members(n_rows)  # the benchmarks' targets are one column each
     return {**record_params, "n_members": repr(fitted)}
 
 

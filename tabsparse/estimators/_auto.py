@@ -18,6 +18,7 @@ __all__ = [
     "AUTO",
     "AUTO_MEMBERS",
     "AUTO_MEMBERS_MAX_ROWS",
+    "auto_members",
     "network_architecture",
     "resolve_architecture",
 ]
@@ -27,6 +28,12 @@ AUTO = "auto"
 AUTO_MEMBERS = 4
 #: ``n_members="auto"`` trains :data:`AUTO_MEMBERS` members when ``X`` has fewer rows than this
 AUTO_MEMBERS_MAX_ROWS = 25_000
+
+
+def auto_members(n_rows: int, members_suit: bool = True) -> int:
+    """What ``n_members="auto"`` resolves to for a fit on ``n_rows`` rows (see
+    :func:`resolve_architecture` for ``members_suit``)."""
+    return AUTO_MEMBERS if members_suit and n_rows < AUTO_MEMBERS_MAX_ROWS else 1
 
 
 def resolve_architecture(
@@ -43,7 +50,7 @@ def resolve_architecture(
     """
     members = getattr(est, "n_members", 1)
     if members == AUTO:
-        members = AUTO_MEMBERS if members_suit and n_rows < AUTO_MEMBERS_MAX_ROWS else 1
+        members = auto_members(n_rows, members_suit)
     embedding = getattr(est, "numeric_embedding", None)
     if embedding == AUTO:
         embedding = "periodic" if periodic_suits and not pretrained else None

@@ -53,15 +53,13 @@ class Explaining:
         self, data: TensorData, *, members: bool = False
     ) -> tuple[np.ndarray, np.ndarray]:
         """Per-row importances ``(n, n_features)`` and column masks ``(n_steps, n,
-        n_features)``; with ``members`` and an ensemble, each member's importances ``(n_members,
-        n, n_features)`` instead."""
+        n_features)``; with ``members``, each member's importances ``(n_members, n, n_features)``
+        instead (one member: ``(1, n, n_features)``)."""
         net: Any = self.network_
         out = predict_outputs(net, data, with_masks=True)
         with torch.inference_mode():
-            if members and getattr(net, "n_members", 1) > 1:
-                importances = net.member_importances(out.masks, out.step_importance)
-            else:
-                importances = net.importances(out.masks, out.step_importance)
+            per_row = net.member_importances if members else net.importances
+            importances = per_row(out.masks, out.step_importance)
             masks = net.column_masks(out.masks)
         return importances.cpu().numpy(), masks.cpu().numpy()
 

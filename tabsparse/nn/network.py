@@ -164,6 +164,8 @@ class TabNetBody(nn.Module):
         then spread over columns: spreading is linear and keeps row sums.)
         """
         k = self.n_members
+        if k == 1:  # a view: no copy of the importances
+            return self._spread(F.importances(masks, step_importance)).unsqueeze(0)
         steps = masks.shape[0] // k
         agg = [
             F.importances(
