@@ -39,6 +39,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -190,10 +191,12 @@ def _renamed_copy(checkout: Path, name: str) -> Path:
 
 
 def same_process_ab(
-    baseline: Path, repeats: int, rows: int = 15000
+    baseline: Path, repeats: int, rows: int = 15000, new_params: dict[str, Any] | None = None
 ) -> dict[str, tuple[float, float, float]]:
     """Median ratio new / old (with a bootstrap 95% interval) of fit, predict_proba and explain
-    on the small table, the two checkouts' estimators called alternately in this process."""
+    on the small table, the two checkouts' estimators called alternately in this process;
+    ``new_params`` go to this checkout's estimator only (e.g. ``{"n_members": 1}``: the same
+    network as a checkout from before the parameter)."""
     import importlib
 
     import numpy as np
@@ -210,13 +213,14 @@ def same_process_ab(
         "old": importlib.import_module("tabsparse_base").TabNetClassifier,
         "new": importlib.import_module("tabsparse").TabNetClassifier,
     }
-    params = {"max_epochs": 5, "early_stopping": False, "random_state": 0}
-    models = {side: cls(**params).fit(X, y) for side, cls in classes.items()}
+    base = {"max_epochs": 5, "early_stopping": False, "random_state": 0}
+    params = {"old": base, "new": {**base, **(new_params or {})}}
+    models = {side: cls(**params[side]).fit(X, y) for side, cls in classes.items()}
 
     def timed(side: str, job: str) -> float:
         start = time.thread_time()
         if job == "fit":
-            classes[side](**params).fit(X, y)
+            classes[side](**params[side]).fit(X, y)
         else:
             getattr(models[side], job)(X)
         return time.thread_time() - start
@@ -271,13 +275,19 @@ def main() -> None:
     parser.add_argument(
         "--same-process", action="store_true", help="both checkouts in one process (--baseline)"
     )
+    parser.add_argument(
+        "--new-params",
+        type=json.loads,
+        default={},
+        help="--same-process: JSON parameters for this checkout's estimator only",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.same_process:
         if args.baseline is None:
             parser.error("--same-process needs --baseline")
         print(f"{'new / old':>14} {'median':>8} {'95% interval':>18}")
-        ratios = same_process_ab(args.baseline, args.repeats, args.rows)
+        ratios = same_process_ab(args.baseline, args.repeats, args.rows, args.new_params)
         for job, (median, low, high) in ratios.items():
             print(f"{job:>14} {median:8.3f}    [{low:.3f}, {high:.3f}]")
         return
