@@ -21,6 +21,7 @@ def _count_steps(mp: pytest.MonkeyPatch, calls: list[int]) -> None:
     mp.setattr(encoder_step.EncoderStep, "forward", lambda *a: calls.append(1) or original(*a))
 
 
+@pytest.mark.parametrize("first_mask", ["per_row", "shared"])
 @pytest.mark.parametrize("mask_type", ["sparsemax", "entmax"])
 @pytest.mark.parametrize("groups", [[0, 1, 2, 3, 4, 5], [0, 0, 1, 2, 2, 3]])
 @pytest.mark.parametrize(
@@ -34,13 +35,14 @@ def _count_steps(mp: pytest.MonkeyPatch, calls: list[int]) -> None:
     ],
 )
 def test_one_node_encoder_equals_autograd_over_the_functional_code(
-    mask_type: str, groups: list[int], n: int, use_masks: bool, keep: bool
+    first_mask: str, mask_type: str, groups: list[int], n: int, use_masks: bool, keep: bool
 ) -> None:
     """A training step where nothing reads the masks (64 and 48 rows: equal virtual batches)
     runs as one node; the reference runs the modules (autograd over the functional code):
     the same outputs, gradients of the input and every parameter, and running statistics.
     61 rows, or a loss that reads the masks, take the modules' path. With ``keep`` the loss
-    also reads every step's decision (as the pretraining decoder does)."""
+    also reads every step's decision (as the pretraining decoder does). A shared first mask
+    (no initial transformer) takes the same paths."""
 
     def make() -> TabNetEncoder:
         torch.manual_seed(3)
@@ -51,6 +53,7 @@ def test_one_node_encoder_equals_autograd_over_the_functional_code(
             n_a=5,
             n_steps=3,
             mask_type=mask_type,
+            first_mask=first_mask,
             virtual_batch_size=16,
             momentum=0.1,
         ).double()
@@ -110,7 +113,7 @@ def test_one_node_encoder_with_the_split_glu(
     monkeypatch.setattr(glu_module, "_MIN_VALUES", 0)
     monkeypatch.setattr(glu_module, "_glu_backward_split", lambda *a: taken.append(1) or split(*a))
     test_one_node_encoder_equals_autograd_over_the_functional_code(
-        mask_type, [0, 0, 1, 2, 2, 3], 64, False, True
+        "per_row", mask_type, [0, 0, 1, 2, 2, 3], 64, False, True
     )
     assert taken  # the hand-written backward took the split path
 
@@ -199,8 +202,11 @@ def test_one_node_encoder_equals_the_modules_in_training(
         assert_scaled_close(a, b, msg=name)
 
 
-@pytest.mark.parametrize("mask_type", ["sparsemax", "entmax"])
-def test_one_node_encoder_gradcheck(mask_type: str) -> None:
+@pytest.mark.parametrize(
+    ("mask_type", "first_mask"),
+    [("sparsemax", "per_row"), ("entmax", "per_row"), ("sparsemax", "shared")],
+)
+def test_one_node_encoder_gradcheck(mask_type: str, first_mask: str) -> None:
     """The hand-written backward against finite differences and against autograd over
     :func:`tabsparse.nn.functional.encoder_training`, for the input and every parameter
     (shared layers feed every transformer: their gradients are sums), in float64."""
@@ -213,6 +219,7 @@ def test_one_node_encoder_gradcheck(mask_type: str) -> None:
         n_steps=2,
         virtual_batch_size=4,
         mask_type=mask_type,
+        first_mask=first_mask,
     ).double()
     _randomise(enc)
     x = torch.randn(8, 4, dtype=torch.float64, requires_grad=True)

@@ -48,6 +48,7 @@ from tabsparse.data import is_sparse_matrix as _is_sparse
 from tabsparse.data.sparse import CSRRows, encode_sparse_rows, fit_sparse_rows
 from tabsparse.estimators._explaining import IMPORTANCE_SAMPLE, Explaining
 from tabsparse.estimators._inputs import check_table, resolve_device, to_tensor
+from tabsparse.nn.encoder import FIRST_MASKS
 from tabsparse.progress import progress_callbacks
 from tabsparse.streaming import StreamingSource
 from tabsparse.training import (
@@ -104,6 +105,7 @@ class TabNetBase(Explaining, BaseEstimator):
         "n_shared": [Interval(Integral, 0, None, closed="left")],
         "momentum": [Interval(Real, 0.0, 1.0, closed="both")],
         "mask_type": [StrOptions({"sparsemax", "entmax"})],
+        "first_mask": [StrOptions(set(FIRST_MASKS))],
         "lambda_sparse": [Interval(Real, 0.0, None, closed="left")],
         "virtual_batch_size": [Interval(Integral, 1, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
@@ -492,6 +494,8 @@ class TabNetBase(Explaining, BaseEstimator):
             "n_independent": self.n_independent,
             "n_shared": self.n_shared,
             "mask_type": self.mask_type,
+            # absent from estimators unpickled from before the parameter: the paper's layout
+            "first_mask": getattr(self, "first_mask", "per_row"),
             "virtual_batch_size": self.virtual_batch_size,
             "momentum": self.momentum,
         }

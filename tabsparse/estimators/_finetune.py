@@ -9,7 +9,7 @@ the new network; :func:`clone_keeping_pretrained` is the estimators' ``__sklearn
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 import torch
@@ -17,6 +17,9 @@ from sklearn.base import clone
 
 from tabsparse.estimators._base import TabNetBase
 from tabsparse.estimators.pretrainer import TabNetPretrainer
+
+if TYPE_CHECKING:
+    from tabsparse.nn.transformers import FeatureTransformer
 
 __all__ = [
     "ARCHITECTURE_PARAMS",
@@ -33,6 +36,7 @@ ARCHITECTURE_PARAMS = (
     "n_steps",
     "n_independent",
     "n_shared",
+    "first_mask",
     "cat_emb_dim",
     "grouped_features",
 )
@@ -72,13 +76,14 @@ def _built_architecture(pre: TabNetPretrainer) -> dict[str, Any]:
     ``set_params`` on the pretrainer after its fit cannot make the check pass wrongly)."""
     net = pre.network_
     enc = net.encoder
-    independent = enc.initial.independent
+    independent = cast("FeatureTransformer", enc.steps[0]).independent
     return {
         "n_d": enc.n_d,
         "n_a": enc.n_a,
         "n_steps": enc.n_steps,
         "n_independent": 0 if independent is None else len(independent.layers),
         "n_shared": len(enc.shared),
+        "first_mask": getattr(enc, "first_mask", "per_row"),
         "cat_emb_dim": net.inputs.cat_emb_dim,
         "grouped_features": pre.grouped_features,  # the group layout is compared at the copy
     }

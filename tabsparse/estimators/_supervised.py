@@ -81,6 +81,7 @@ class TabNetSupervised(TabNetBase):
         n_shared: int = 2,
         momentum: float = 0.1,
         mask_type: str = "sparsemax",
+        first_mask: str = "per_row",
         lambda_sparse: float = 1e-3,
         virtual_batch_size: int = 128,
         batch_size: int | str = "auto",
@@ -121,6 +122,7 @@ class TabNetSupervised(TabNetBase):
         self.n_shared = n_shared
         self.momentum = momentum
         self.mask_type = mask_type
+        self.first_mask = first_mask
         self.lambda_sparse = lambda_sparse
         self.virtual_batch_size = virtual_batch_size
         self.batch_size = batch_size

@@ -56,6 +56,13 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         virtual batch: its ``momentum=0.02`` with batches of 8 virtual batches averages over the
         same horizon as ``1 - 0.98 ** 8 = 0.149`` here.
     mask_type : {"sparsemax", "entmax"}, default="sparsemax"
+    first_mask : {"per_row", "shared"}, default="per_row"
+        How the first step chooses its features. "per_row" (the paper's TabNet): from an
+        initial transform of the whole row, so a feature that no mask selects can still steer
+        the prediction through the masks. "shared": one learned selection for every row; each
+        later step's mask depends only on features earlier masks let through, so every feature
+        a row's prediction depends on has a non-zero mask weight in that row (user guide,
+        "Explanations"). "shared" also skips one feature transformer per forward pass.
     lambda_sparse : float, default=1e-3
         Weight of the mask-entropy sparsity loss.
     virtual_batch_size : int, default=128
@@ -268,6 +275,7 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         n_shared: int = 2,
         momentum: float = 0.1,
         mask_type: str = "sparsemax",
+        first_mask: str = "per_row",
         lambda_sparse: float = 1e-3,
         virtual_batch_size: int = 128,
         batch_size: int | str = "auto",
@@ -312,6 +320,7 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
             n_shared=n_shared,
             momentum=momentum,
             mask_type=mask_type,
+            first_mask=first_mask,
             lambda_sparse=lambda_sparse,
             virtual_batch_size=virtual_batch_size,
             batch_size=batch_size,

@@ -49,9 +49,10 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
     ``val_loss`` is comparable across epochs.
 
     The other parameters (``n_d``, ``n_a``, ``n_steps``, ``gamma``, ``n_independent``,
-    ``n_shared``, ``momentum``, ``mask_type``, ``lambda_sparse``, ``virtual_batch_size``,
-    ``batch_size``, ``max_epochs``, ``learning_rate``, ``weight_decay``, ``lr_schedule``,
-    ``ema_decay``, ``early_stopping``, ``validation_fraction``, ``n_iter_no_change``, ``tol``,
+    ``n_shared``, ``momentum``, ``mask_type``, ``first_mask``, ``lambda_sparse``,
+    ``virtual_batch_size``, ``batch_size``, ``max_epochs``, ``learning_rate``,
+    ``weight_decay``, ``lr_schedule``, ``ema_decay``, ``early_stopping``,
+    ``validation_fraction``, ``n_iter_no_change``, ``tol``,
     ``categorical_features``, ``datetime_features``, ``cat_emb_dim``, ``grouped_features``,
     ``device``, ``compile``, ``random_state``, ``verbose``, ``warm_start``, ``callbacks``,
     ``checkpoint_dir``, ``checkpoint_every``) are those of :class:`tabsparse.TabNetClassifier`;
@@ -122,6 +123,7 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
         n_shared: int = 2,
         momentum: float = 0.02,
         mask_type: str = "sparsemax",
+        first_mask: str = "per_row",
         lambda_sparse: float = 1e-3,
         virtual_batch_size: int = 128,
         batch_size: int = 1024,
@@ -158,6 +160,7 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
         self.n_shared = n_shared
         self.momentum = momentum
         self.mask_type = mask_type
+        self.first_mask = first_mask
         self.lambda_sparse = lambda_sparse
         self.virtual_batch_size = virtual_batch_size
         self.batch_size = batch_size

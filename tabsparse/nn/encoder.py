@@ -23,6 +23,9 @@ from tabsparse.nn.transformers import AttentiveTransformer, FeatureTransformer, 
 
 _MISSING = object()
 
+#: Values of ``first_mask``: where the first step's attention features come from.
+FIRST_MASKS = ("per_row", "shared")
+
 
 class _CachedPlan(NamedTuple):
     """An :class:`EncoderPlan` (or None: the node does not apply) for batches described by
@@ -77,6 +80,14 @@ class TabNetEncoder(nn.Module):
     n_independent, n_shared : int
         Step-specific and shared GLU layers per feature transformer.
     mask_type : {"sparsemax", "entmax"}
+    first_mask : {"per_row", "shared"}
+        Where the first step's attention features come from. ``"per_row"`` (the paper): an
+        initial feature transformer over the whole unmasked row, so the first mask, and through
+        it the prediction, can depend on features no mask selects. ``"shared"``: the first
+        step's attention reads zeros, so its mask is the mask function of its batch norm's
+        bias, one learned selection for every row; each later mask depends only on what earlier
+        masks let through, so every feature a row's prediction depends on has a non-zero mask
+        weight in some step of that row. No initial transformer is built.
     virtual_batch_size : int
     momentum : float
         Batch-norm momentum (PyTorch convention).
@@ -103,6 +114,7 @@ class TabNetEncoder(nn.Module):
         n_independent: int = 2,
         n_shared: int = 2,
         mask_type: str = "sparsemax",
+        first_mask: str = "per_row",
         virtual_batch_size: int = 128,
         momentum: float = 0.02,
         epsilon: float = 1e-15,
@@ -120,6 +132,8 @@ class TabNetEncoder(nn.Module):
                 raise ValueError(f"{name}={value!r} must be >= {low}")
         if n_independent + n_shared < 1:
             raise ValueError(f"{n_independent=} + {n_shared=} must be >= 1")
+        if first_mask not in FIRST_MASKS:
+            raise ValueError(f"first_mask={first_mask!r} must be one of {FIRST_MASKS}")
         if len(group_index) != input_dim:
             raise ValueError(f"group_index has {len(group_index)} entries, expected {input_dim=}")
         n_groups = max(group_index) + 1
@@ -132,6 +146,7 @@ class TabNetEncoder(nn.Module):
         self.n_steps = n_steps
         self.gamma = gamma
         self.epsilon = epsilon
+        self.first_mask = first_mask
         self.register_buffer("group_index", torch.as_tensor(group_index, dtype=torch.int64))
         # one group per channel in order (plain numeric tables): masks apply without a gather
         self.identity_groups = list(group_index) == list(range(input_dim))
@@ -149,7 +164,8 @@ class TabNetEncoder(nn.Module):
                 momentum=momentum,
             )
 
-        self.initial = feature_transformer()
+        # the paper's initial transformer; None with a shared first mask
+        self.initial = feature_transformer() if first_mask == "per_row" else None
         self.steps = nn.ModuleList(feature_transformer() for _ in range(n_steps))
         self.attention = nn.ModuleList(
             AttentiveTransformer(
@@ -182,7 +198,10 @@ class TabNetEncoder(nn.Module):
                 empty = x.new_empty(0)
                 kept = step_decisions if keep_decisions else None
                 return EncoderOutput(summed, empty, sparsity_loss, empty, kept)
-        att = self.initial(x)[:, self.n_d :]
+        if self.initial is None:
+            att = x.new_zeros(x.shape[0], self.n_a)
+        else:
+            att = self.initial(x)[:, self.n_d :]
         identity = getattr(self, "identity_groups", False)  # absent in older pickles
         group_index = None if identity else self.group_index
         epsilon = self.epsilon if self.training else None
@@ -227,7 +246,7 @@ class TabNetEncoder(nn.Module):
         while the batch's description and every module, parameter and setting it was built
         from stay the same (checked by identity on each call)."""
         if torch.compiler.is_compiling() or any(
-            _has_hooks(m) for m in (self.initial, *self.steps, *self.attention)
+            _has_hooks(m) for m in (self.initial, *self.steps, *self.attention) if m is not None
         ):
             return None
         key = (
@@ -260,7 +279,8 @@ class TabNetEncoder(nn.Module):
     ) -> tuple[EncoderPlan | None, tuple[tuple[dict[str, Any], str, Any], ...]]:
         attention = cast("Sequence[AttentiveTransformer]", self.attention)
         steps = cast("Sequence[FeatureTransformer]", self.steps)
-        transformers = [t.glu_layers() for t in (self.initial, *steps)]
+        first = [] if self.initial is None else self.initial.glu_layers()
+        transformers = [first, *(t.glu_layers() for t in steps)]
         plan = encoder_plan(
             x,
             transformers,

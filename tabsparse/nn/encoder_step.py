@@ -75,8 +75,9 @@ def encoder_plan(
     group_index: torch.Tensor | None,
 ) -> EncoderPlan | None:
     """The plan of an encoder whose feature transformers have the GLU layers ``(linear, batch
-    norm, residual)`` of ``transformers`` (the initial one first) and whose steps attend with
-    ``(linear, batch norm, entmax)``, for the input ``x``; None where the node does not apply."""
+    norm, residual)`` of ``transformers`` (the initial one first, an empty list with a shared
+    first mask) and whose steps attend with ``(linear, batch norm, entmax)``, for the input
+    ``x``; None where the node does not apply."""
     if torch.compiler.is_compiling() or torch.is_autocast_enabled(x.device.type):
         return None
     if x.dim() != 2 or x.dtype not in (torch.float32, torch.float64):
@@ -148,6 +149,7 @@ class EncoderStep(torch.autograd.Function):
             bn.record(st)
         ctx.save_for_backward(*saved)
         ctx.plan = plan
+        ctx.n_rows = x.shape[0]
         ctx.set_materialize_grads(False)
         stacked = x.new_empty(0) if decisions is None else torch.stack(decisions)
         return output, entropy, stacked
@@ -166,7 +168,8 @@ class EncoderStep(torch.autograd.Function):
         x_grad = ctx.needs_input_grad[0]
         # cut the saved tensors back into the parts of the forward, in order
         cursor = iter(saved)
-        parts_t = [_take(cursor, 8 * len(layout.transformers[0][0]) + 1)]
+        first = len(layout.transformers[0][0])  # 0: a shared first mask, no initial transformer
+        parts_t = [_take(cursor, 8 * first + 1) if first else []]
         parts_a = []
         for spec in layout.transformers[1:]:
             parts_a.append(_take(cursor, 14))
@@ -182,7 +185,7 @@ class EncoderStep(torch.autograd.Function):
         d_att: torch.Tensor | None = None
         d_prior: torch.Tensor | None = None
         n_steps = len(layout.attention)
-        rows = n_steps * saved[0].shape[0]  # the first transformer's input is x
+        rows = n_steps * ctx.n_rows
         for j in range(n_steps - 1, -1, -1):
             spec = layout.transformers[j + 1]
             grad_decision = grad_output
@@ -202,10 +205,13 @@ class EncoderStep(torch.autograd.Function):
             if d_x is not None:
                 dx = d_x if dx is None else dx.add_(d_x)
         spec = layout.transformers[0]
-        d_in, found = _glu_stack_backward(parts_t[0], spec, plan.k, None, d_att, layout.n_d, x_grad)
-        add(spec[2], found)
-        if d_in is not None:
-            dx = d_in if dx is None else dx.add_(d_in)
+        if first:
+            d_in, found = _glu_stack_backward(
+                parts_t[0], spec, plan.k, None, d_att, layout.n_d, x_grad
+            )
+            add(spec[2], found)
+            if d_in is not None:
+                dx = d_in if dx is None else dx.add_(d_in)
         return (dx if x_grad else None, None, None, *grads)
 
 

@@ -344,8 +344,9 @@ def mask_outputs(
 class EncoderLayout(NamedTuple):
     """The structure of a TabNet encoder over a flat tuple of its parameters (each once).
 
-    ``transformers``: for the initial feature transformer and then each step's, the residual
-    flags, the batch norms' eps and the positions of ``W, bn weight, bn bias`` per layer.
+    ``transformers``: for the initial feature transformer (no layers with a shared first mask)
+    and then each step's, the residual flags, the batch norms' eps and the positions of ``W, bn
+    weight, bn bias`` per layer.
     ``attention``: per step, the positions of its ``W, bn weight, bn bias``, its eps and whether
     its mask is entmax-1.5."""
 
@@ -394,7 +395,10 @@ def encoder_training(
             saved.append(decision)
         return decision, att
 
-    _, att = transform(x, layout.transformers[0])
+    if layout.transformers[0][0]:
+        _, att = transform(x, layout.transformers[0])
+    else:  # a shared first mask: the first attention reads zeros
+        att = x.new_zeros(x.shape[0], params[layout.attention[0][0][0]].shape[1])
     rows = len(layout.attention) * x.shape[0]
     prior: Tensor | None = None
     output: Tensor | None = None
