@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from model_file_helpers import edit_doc, read_members, write_members
 
 from tabsparse import TabNetClassifier, TabNetPretrainer, load, save
 from tabsparse.nn import TabNet, TabNetEncoder
@@ -123,3 +124,20 @@ def test_estimators_take_save_and_check_the_first_mask(tmp_path: Path) -> None:
     assert tuned.network_.encoder.initial is None
     with pytest.raises(ValueError, match=r"architecture of pretrained: first_mask"):
         TabNetClassifier(first_mask="per_row", pretrained=pre, **SMALL).fit(X, y)
+
+
+def test_model_files_from_before_the_parameter_load_with_the_papers_first_mask(
+    tmp_path: Path,
+) -> None:
+    """A file written before ``first_mask`` existed (its parameters lack it) was fitted with
+    the paper's per-row first mask: it loads as that, whatever today's default."""
+    X, y = _frame()
+    est = TabNetClassifier(first_mask="per_row", **SMALL).fit(X, y)
+    path = tmp_path / "model.tabsparse"
+    save(est, path)
+    members = edit_doc(read_members(path), lambda doc: doc["params"].pop("first_mask"))
+    old = tmp_path / "old.tabsparse"
+    write_members(old, members)
+    back = load(old)
+    assert back.first_mask == "per_row" and back.network_.encoder.initial is not None
+    np.testing.assert_array_equal(back.predict_proba(X), est.predict_proba(X))

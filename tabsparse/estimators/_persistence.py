@@ -44,6 +44,8 @@ _REPEATS = ("n_steps", "n_shared", "n_independent", "n_shared_decoder", "n_indep
 _SKIPPED_STATE = frozenset(
     {"network_", "encoder_", "device_", "_sklearn_output_config", "_metadata_request"}
 )
+# parameters added after the first model files, with the value those files were fitted with
+_ADDED_PARAMS = {"first_mask": "per_row"}
 _COMMON_ATTRIBUTES = (
     "n_features_in_",
     "feature_names_in_",
@@ -331,6 +333,9 @@ def _build_estimator(doc: dict[str, Any], spec: EstimatorSpec) -> Any:
         for name, value in doc["params"].items()
         if not (name in notes and value is None)
     }
+    for name, value in _ADDED_PARAMS.items():  # what a file from before the parameter used
+        if name in defaults:
+            kwargs.setdefault(name, value)
     est = cls(**kwargs)
     try:
         est._validate_params()
