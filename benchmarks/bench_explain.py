@@ -288,12 +288,14 @@ def find_row(
     key: dict[str, Any],
     want: dict[str, str] | None,
     n_rows: int | None = None,
+    kind: str | None = None,
 ) -> dict[str, Any] | None:
     """The latest stored row with the same part, table, model, seed and config and, for
     tabsparse, the same resolved parameters ``want`` (parameters added since a row was stored
-    count at their no-op values, and ``n_members="auto"`` as what a fit on ``n_rows`` rows
-    resolves it to: ``bench_quality.with_auto_resolved``)."""
-    target = None if want is None else with_auto_resolved(want, n_rows)
+    count at their no-op values, and the architecture's "auto" values as what a fit on
+    ``n_rows`` rows of a ``kind`` target resolves them to:
+    ``bench_quality.with_auto_resolved``)."""
+    target = None if want is None else with_auto_resolved(want, n_rows, kind=kind)
     for row in reversed(rows):
         if not all(row.get(k) == v for k, v in key.items()):
             continue
@@ -301,7 +303,9 @@ def find_row(
             return row
         params = row.get("tabsparse_params")
         fitted = row.get("n_members_")
-        if params is not None and with_auto_resolved(_completed(params), n_rows, fitted) == target:
+        if params is None:
+            continue
+        if with_auto_resolved(_completed(params), n_rows, fitted, kind) == target:
             return row
     return None
 
@@ -593,7 +597,7 @@ def main(argv: list[str] | None = None) -> None:
         if model == "tabsparse":
             want = resolved_tabsparse_params(kind, TABSPARSE_PARAMS, seed)
             n_rows = fit_rows(part, name, n_train)
-        row = find_row(stored, key, want, n_rows)
+        row = find_row(stored, key, want, n_rows, kind)
         if row is None:
             t0 = time.perf_counter()
             out = (

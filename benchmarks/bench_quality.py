@@ -563,6 +563,7 @@ ADDED_PARAMS = {
     "numeric_embedding": "None",
     "numeric_embedding_dim": "8",
     "n_members": "1",
+    "first_mask": "'per_row'",
 }
 #: the classifier's later parameters
 ADDED_CLASSIFIER_PARAMS = {"label_smoothing": "0.0"}
@@ -586,22 +587,35 @@ def _completed(record_params: dict[str, str]) -> dict[str, str]:
 
 
 def with_auto_resolved(
-    record_params: dict[str, str], n_rows: int | None, fitted: int | None = None
+    record_params: dict[str, str],
+    n_rows: int | None,
+    fitted: int | None = None,
+    kind: str | None = None,
 ) -> dict[str, str]:
-    """``record_params`` with ``n_members="auto"`` replaced by the member count: ``fitted`` (the
-    ``n_members_`` a stored row recorded) when given, else what a fit on ``n_rows`` rows
-    resolves it to today (``tabsparse.estimators._auto``). So a row fitted with the member
-    count written out matches one fitted with "auto", and rows from before ``n_members``
-    existed (one member) match "auto" on a table too large for members."""
-    if record_params.get("n_members") != repr("auto"):
-        return record_params
-    if fitted is None:
-        if n_rows is None:
-            return record_params
-        from tabsparse.estimators._auto import auto_members
+    """``record_params`` with the architecture's "auto" values replaced by what a fit resolves
+    them to (``tabsparse.estimators._auto``), so that a row fitted with the value written out
+    matches one fitted with "auto", and rows from before a parameter existed match "auto" where
+    it resolves to the old behaviour. ``n_members``: ``fitted`` (the ``n_members_`` a stored row
+    recorded) when given, else what a fit on ``n_rows`` rows resolves it to today. With the
+    task's ``kind``, also ``numeric_embedding`` (periodic for binary and regression targets)
+    and then ``first_mask`` (the benchmarks never start from a pretrainer)."""
+    from tabsparse.estimators import _auto
 
-        fitted = auto_members(n_rows)  # the benchmarks' targets are one column each
-    return {**record_params, "n_members": repr(fitted)}
+    out = dict(record_params)
+    if out.get("n_members") == repr("auto"):
+        if fitted is None and n_rows is not None:
+            fitted = _auto.auto_members(n_rows)  # the benchmarks' targets are one column each
+        if fitted is not None:
+            out["n_members"] = repr(fitted)
+    if kind is None:
+        return out
+    if out.get("numeric_embedding") == repr("auto"):
+        out["numeric_embedding"] = repr("periodic" if kind in ("binary", "regression") else None)
+    members = out.get("n_members", "1")
+    if out.get("first_mask") == repr("auto") and members.isdigit():
+        embedding = None if out.get("numeric_embedding") == "None" else "periodic"
+        out["first_mask"] = repr(_auto.auto_first_mask(int(members), embedding))
+    return out
 
 
 def resolved_tabsparse_params(
@@ -655,9 +669,9 @@ def find_stored(
         if model == "tabsparse":
             n = row.get("n_train")
             stored = with_auto_resolved(
-                _completed(row.get("tabsparse_params", {})), n, row.get("n_members_")
+                _completed(row.get("tabsparse_params", {})), n, row.get("n_members_"), kind
             )
-            if stored != with_auto_resolved(want, n):
+            if stored != with_auto_resolved(want, n, kind=kind):
                 continue
         elif row.get("params", {}) != params:
             continue

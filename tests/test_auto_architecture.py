@@ -63,8 +63,9 @@ def test_auto_numeric_embedding_follows_the_target() -> None:
     # the network is built from the resolved value: 8 channels per numeric column or 1
     assert binary.network_.inputs.numeric_channels == 8
     assert multiclass.network_.inputs.numeric_channels == 1
-    default = TabNetRegressor(**SMALL).fit(X, score)  # the defaults: no embedding, "auto" members
-    assert default.numeric_embedding_ is None and default.n_members_ == 4
+    default = TabNetRegressor(**SMALL).fit(X, score)  # the defaults: both "auto"
+    assert default.numeric_embedding_ == "periodic" and default.n_members_ == 4
+    assert TabNetRegressor(numeric_embedding=None, **SMALL).fit(X, score).numeric_embedding_ is None
     one = TabNetRegressor(n_members=1, **SMALL).fit(X, score)
     assert one.n_members_ == 1 and not hasattr(one.network_, "member_scale")
 
@@ -75,6 +76,32 @@ def test_auto_embedding_is_off_when_starting_from_a_pretrainer() -> None:
     reg = TabNetRegressor(pretrained=pre, **AUTO, **SMALL).fit(X, score)
     assert reg.numeric_embedding_ is None
     assert reg.n_members_ == 4
+
+
+def test_auto_first_mask_follows_the_embedding_and_the_members(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Shared with a numeric embedding or with members, the paper's per-row first mask for one
+    network without an embedding, and the pretrainer's when starting from one."""
+    X, score = frame()
+    labels = np.digitize(score, [0.0, 1.0])  # multi-class: no embedding under "auto"
+    binary = TabNetClassifier(n_members=1, **SMALL).fit(X, score > 0.5)  # periodic
+    members = TabNetClassifier(**SMALL).fit(X, labels)  # 4 members, no embedding
+    plain = TabNetClassifier(n_members=1, **SMALL).fit(X, labels)
+    assert (binary.numeric_embedding_, binary.first_mask_) == ("periodic", "shared")
+    assert (members.n_members_, members.first_mask_) == (4, "shared")
+    assert (plain.n_members_, plain.numeric_embedding_, plain.first_mask_) == (1, None, "per_row")
+    # the network is built from the resolved value: no initial transformer with "shared"
+    assert binary.network_.encoder.initial is None and members.network_.encoder.initial is None
+    assert plain.network_.encoder.initial is not None
+    monkeypatch.setattr(_auto, "AUTO_MEMBERS_MAX_ROWS", 200)  # 200 rows: one network
+    assert TabNetClassifier(**SMALL).fit(X, labels).first_mask_ == "per_row"
+    asked = TabNetClassifier(first_mask="shared", n_members=1, **SMALL).fit(X, labels)
+    assert asked.first_mask_ == "shared"  # a value is taken as it is
+    for first in ("per_row", "shared"):
+        pre = TabNetPretrainer(first_mask=first, **SMALL).fit(X)
+        tuned = TabNetRegressor(pretrained=pre, **SMALL).fit(X, score)
+        assert tuned.first_mask_ == first
 
 
 def test_warm_start_keeps_the_resolved_architecture(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -94,6 +121,8 @@ def test_model_file_carries_the_resolved_architecture(tmp_path: Path) -> None:
     back = load(path)
     assert back.n_members == "auto" and back.n_members_ == 4
     assert back.numeric_embedding_ == "periodic"
+    assert back.first_mask == "auto" and back.first_mask_ == "shared"
+    assert back.network_.encoder.initial is None
     np.testing.assert_array_equal(back.predict_proba(X), clf.predict_proba(X))
 
 
@@ -103,6 +132,7 @@ def test_model_file_carries_the_resolved_architecture(tmp_path: Path) -> None:
         ("n_members_", 0, "n_members_=0 must be an integer >= 1"),
         ("n_members_", "4", "n_members_='4' must be an integer >= 1"),
         ("numeric_embedding_", "pwl", "numeric_embedding_='pwl' must be None or one of"),
+        ("first_mask_", "auto", "first_mask_='auto' must be one of"),
     ],
 )
 def test_model_file_check_refuses_a_bad_architecture(

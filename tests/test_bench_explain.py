@@ -173,22 +173,31 @@ def test_find_row_matches_seed_config_and_parameters() -> None:
     old = {k: v for k, v in today.items() if k not in bq.ADDED_PARAMS}  # before they existed
     one = {**today, "n_members": "1"}
     four = {**today, "n_members": "4"}
+    written_out = {**four, "numeric_embedding": "'periodic'", "first_mask": "'shared'"}
     rows = [
         {**key, "tabsparse_params": {**old, "gamma": "1.5"}, "auc": 0.1},
         {**key, "tabsparse_params": old, "auc": 0.2},
         {**key, "seed": 1, "tabsparse_params": old, "auc": 0.3},
         {**key, "config": "d", "tabsparse_params": four, "auc": 0.4},
+        {**key, "config": "e", "tabsparse_params": written_out, "auc": 0.5},
     ]
-    assert today["n_members"] == "'auto'"
-    # a row from before n_members existed is one member: "auto" on a table too large for members
-    assert be.find_row(rows, key, today, n_rows=50_000)["auc"] == 0.2
-    assert be.find_row(rows, key, one, n_rows=100)["auc"] == 0.2
-    assert be.find_row(rows, key, today, n_rows=100) is None  # "auto" is 4 members there
-    assert be.find_row(rows, {**key, "config": "d"}, today, n_rows=100)["auc"] == 0.4
-    assert be.find_row(rows, key, {**one, "gamma": "1.5"}, n_rows=100)["auc"] == 0.1
-    assert be.find_row(rows, key, {**one, "gamma": "2.0"}, n_rows=100) is None
+    assert today["n_members"] == today["numeric_embedding"] == today["first_mask"] == "'auto'"
+    multi = "multiclass"  # "auto": no embedding; the first mask shared only with members
+    # a row from before the architecture parameters existed is one member, no embedding and the
+    # per-row first mask: "auto" on a multi-class table too large for members
+    assert be.find_row(rows, key, today, n_rows=50_000, kind=multi)["auc"] == 0.2
+    assert be.find_row(rows, key, today, n_rows=50_000, kind="binary") is None  # embedded
+    assert be.find_row(rows, key, one, n_rows=100, kind=multi)["auc"] == 0.2
+    assert be.find_row(rows, key, today, n_rows=100, kind=multi) is None  # 4 members there
+    assert be.find_row(rows, {**key, "config": "d"}, today, n_rows=100, kind=multi)["auc"] == 0.4
+    # the values "auto" resolves to, written out, match "auto" (binary: periodic and shared)
+    got = be.find_row(rows, {**key, "config": "e"}, today, n_rows=100, kind="binary")
+    assert got["auc"] == 0.5
+    assert be.find_row(rows, {**key, "config": "e"}, today, n_rows=100, kind=multi) is None
+    assert be.find_row(rows, key, {**one, "gamma": "1.5"}, n_rows=100, kind=multi)["auc"] == 0.1
+    assert be.find_row(rows, key, {**one, "gamma": "2.0"}, n_rows=100, kind=multi) is None
     assert be.find_row(rows, key, None)["auc"] == 0.2  # the latest row, any parameters
-    assert be.find_row(rows, {**key, "config": "e"}, today, n_rows=100) is None
+    assert be.find_row(rows, {**key, "config": "f"}, today, n_rows=100, kind=multi) is None
 
 
 def test_stability_table_cells() -> None:

@@ -205,7 +205,7 @@ def test_file_layout(saved: Path, models: dict[str, Any]) -> None:
     weights = st_load(members[WEIGHTS_MEMBER])
     tied = doc["tied"]
     assert tied and set(weights) | set(tied) == set(state) and not set(weights) & set(tied)
-    assert "encoder.initial.shared.layers.0.fc.weight" in tied
+    assert "encoder.steps.0.shared.layers.0.fc.weight" in tied
     for name, tensor in state.items():
         assert torch.equal(weights[tied.get(name, name)], tensor), name
 
@@ -445,6 +445,6 @@ def test_read_model_file_gives_the_verified_payload(saved: Path, models: dict[st
     for name, tensor in state.items():
         assert torch.equal(payload.tensors[name], tensor), name
     # tied names share one tensor, as in the network
-    tied = "encoder.initial.shared.layers.0.fc.weight"
+    tied = "encoder.steps.0.shared.layers.0.fc.weight"
     assert payload.tensors[tied] is payload.tensors["encoder.shared.0.weight"]
     assert tabsparse.io.load(saved, device="cpu").device_ == torch.device("cpu")

@@ -193,7 +193,7 @@ def test_bad_files_are_rejected(case: str, saved: Path, tmp_path: Path) -> None:
 
 def test_tied_tensors_stored_apart_must_agree(saved: Path, tmp_path: Path) -> None:
     """A tied name stored as its own tensor loads only if it equals the tensor it is tied to."""
-    name = "encoder.initial.shared.layers.0.fc.weight"
+    name = "encoder.steps.0.shared.layers.0.fc.weight"
     members = read_members(saved)
     target = json.loads(dict(members)[JSON_MEMBER])["tied"][name]
 

@@ -218,8 +218,9 @@ _TODAY_SCRIPT = textwrap.dedent(
     X = pd.DataFrame(data["X"])
     X["colour"] = pd.Categorical(X["colour"])
     kw = dict(max_epochs=3, random_state=0, device="cpu")
-    if "n_members" in TabNetClassifier().get_params():  # one network, as the code before
-        kw["n_members"] = 1
+    params = TabNetClassifier().get_params()
+    if "n_members" in params:  # one network, no embedding, the per-row first mask, as before
+        kw.update(n_members=1, numeric_embedding=None, first_mask="per_row")
     clf = TabNetClassifier(**kw).fit(X, np.array(data["y_cls"]))
     reg = TabNetRegressor(**kw).fit(X, np.array(data["y_reg"]))
     np.save(sys.argv[2], np.concatenate([clf.predict_proba(X).ravel(), reg.predict(X).ravel()]))
@@ -229,8 +230,8 @@ _TODAY_SCRIPT = textwrap.dedent(
 
 @pytest.mark.skipif(not (TODAY / "tabsparse").is_dir(), reason="needs the old checkout")
 def test_default_fits_are_bit_identical_to_the_code_before(tmp_path: Path) -> None:
-    """numeric_embedding=None (the default) fits exactly as before the parameter existed (one
-    network: ``n_members=1``)."""
+    """numeric_embedding=None fits exactly as before the parameter existed (one network:
+    ``n_members=1``, and the per-row first mask)."""
     X, y_cls, y_reg = frame()
     data = {
         "X": {k: [None if isinstance(v, float) and math.isnan(v) else v for v in X[k]] for k in X},

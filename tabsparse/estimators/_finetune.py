@@ -57,7 +57,8 @@ def adopt_pretrained(estimator: TabNetBase, X: Any) -> TabNetPretrainer:
     wrong = [
         f"{name}={built[name]!r} in the pretrainer but {name}={getattr(estimator, name)!r} here"
         for name in ARCHITECTURE_PARAMS
-        if built[name] != getattr(estimator, name)
+        # "auto" (first_mask) takes the pretrainer's value
+        if built[name] != getattr(estimator, name) and getattr(estimator, name) != "auto"
     ]
     if wrong:
         raise ValueError(

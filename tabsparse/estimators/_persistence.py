@@ -32,6 +32,7 @@ from tabsparse.estimators.regressor import TabNetRegressor
 from tabsparse.io import FileProblem, ModelFileError, ModelPayload, decode_value, encode_value
 from tabsparse.io._values import is_int as _is_int
 from tabsparse.io._values import is_real as _is_real
+from tabsparse.nn.encoder import FIRST_MASKS
 from tabsparse.nn.numeric_embedding import NUMERIC_EMBEDDINGS
 
 __all__ = ["ESTIMATORS", "EstimatorSpec", "ModelFileError", "load", "register_estimator", "save"]
@@ -57,11 +58,12 @@ _COMMON_ATTRIBUTES = (
     "compiled_",
     "n_members_",
     "numeric_embedding_",
+    "first_mask_",
 )
 # files written before compile= existed have no compiled_; before the importance spread, no
 # feature_importances_std_ (such a model loads without it: no spread to show); before
-# n_members="auto", no n_members_ / numeric_embedding_ (the network is then built from the
-# parameters); a pretrainer has neither
+# n_members="auto", no n_members_ / numeric_embedding_, before first_mask="auto" no first_mask_
+# (the network is then built from the parameters); a pretrainer has none of them
 _OPTIONAL_ATTRIBUTES = frozenset(
     {
         "feature_names_in_",
@@ -69,6 +71,7 @@ _OPTIONAL_ATTRIBUTES = frozenset(
         "feature_importances_std_",
         "n_members_",
         "numeric_embedding_",
+        "first_mask_",
     }
 )
 
@@ -93,7 +96,7 @@ class EstimatorSpec:
         Fitted attributes of this class beyond the common ones (``n_features_in_``,
         ``feature_names_in_``, ``feature_importances_``, ``feature_importances_std_``,
         ``history_``, ``n_iter_``, ``best_iteration_``, ``compiled_``, ``n_members_``,
-        ``numeric_embedding_``), saved with their types
+        ``numeric_embedding_``, ``first_mask_``), saved with their types
         and restored after checks.
     check : callable
         ``check(estimator)`` validates those attributes once they are set on a fresh estimator
@@ -211,7 +214,7 @@ def _check_common(est: Any) -> None:
 
 def _check_architecture(est: Any) -> None:
     """The resolved architecture, where present: ``n_members_`` an integer >= 1,
-    ``numeric_embedding_`` None or a known embedding."""
+    ``numeric_embedding_`` None or a known embedding, ``first_mask_`` a known first mask."""
     members = getattr(est, "n_members_", 1)
     if not _is_int(members) or members < 1:
         raise ValueError(f"n_members_={members!r} must be an integer >= 1")
@@ -220,6 +223,9 @@ def _check_architecture(est: Any) -> None:
         raise ValueError(
             f"numeric_embedding_={embedding!r} must be None or one of {sorted(NUMERIC_EMBEDDINGS)}"
         )
+    first = getattr(est, "first_mask_", "per_row")
+    if first not in FIRST_MASKS:
+        raise ValueError(f"first_mask_={first!r} must be one of {list(FIRST_MASKS)}")
 
 
 def _check_target(est: Any) -> None:

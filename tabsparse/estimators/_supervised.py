@@ -45,6 +45,7 @@ from tabsparse.estimators._inputs import (
     open_on_disk,
 )
 from tabsparse.estimators._targets import Target, target_of
+from tabsparse.nn.encoder import FIRST_MASKS
 from tabsparse.nn.network import TabNet
 from tabsparse.nn.numeric_embedding import NUMERIC_EMBEDDINGS
 from tabsparse.streaming import DiskRows, ParquetRows, StreamingSource, scan
@@ -66,6 +67,7 @@ class TabNetSupervised(TabNetBase):
         "numeric_embedding": [StrOptions({*NUMERIC_EMBEDDINGS, AUTO}), None],
         "numeric_embedding_dim": [Interval(Integral, 2, None, closed="left")],
         "n_members": [Interval(Integral, 1, None, closed="left"), StrOptions({AUTO})],
+        "first_mask": [StrOptions({*FIRST_MASKS, AUTO})],
     }
     #: The fitted attributes that hold the target's state (``Target.attributes``).
     _target_attributes: tuple[str, ...] = ()
@@ -81,7 +83,7 @@ class TabNetSupervised(TabNetBase):
         n_shared: int = 2,
         momentum: float = 0.1,
         mask_type: str = "sparsemax",
-        first_mask: str = "per_row",
+        first_mask: str = "auto",
         lambda_sparse: float = 1e-3,
         virtual_batch_size: int = 128,
         batch_size: int | str = "auto",
@@ -100,7 +102,7 @@ class TabNetSupervised(TabNetBase):
         datetime_features: str = "error",
         cat_emb_dim: int = 1,
         grouped_features: list[list[int]] | None = None,
-        numeric_embedding: str | None = None,
+        numeric_embedding: str | None = "auto",
         numeric_embedding_dim: int = 8,
         n_members: int | str = "auto",
         device: str = "auto",
@@ -309,7 +311,7 @@ class TabNetSupervised(TabNetBase):
                 n_rows,
                 members_suit=self._members_suit(),
                 periodic_suits=self._periodic_suits(),
-                pretrained=pretrained is not None,
+                pretrained=pretrained,
             )
         if ctx is not None:  # every rank must shuffle, split and initialise alike
             seed = broadcast_int(seed, ctx, device)
@@ -358,11 +360,11 @@ class TabNetSupervised(TabNetBase):
 
     def _build_network(self, seed: int) -> TabNet:
         n_outputs = self._target().n_network_outputs
-        n_members, numeric_embedding = network_architecture(self)
+        n_members, numeric_embedding, first_mask = network_architecture(self)
         return self._seeded_network(
             seed,
             lambda: TabNet(
-                **self._network_kwargs(),
+                **{**self._network_kwargs(), "first_mask": first_mask},
                 n_outputs=n_outputs,
                 numeric_embedding=numeric_embedding,
                 # getattr: estimators pickled before this parameter existed

@@ -56,13 +56,16 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         virtual batch: its ``momentum=0.02`` with batches of 8 virtual batches averages over the
         same horizon as ``1 - 0.98 ** 8 = 0.149`` here.
     mask_type : {"sparsemax", "entmax"}, default="sparsemax"
-    first_mask : {"per_row", "shared"}, default="per_row"
-        How the first step chooses its features. "per_row" (the paper's TabNet): from an
-        initial transform of the whole row, so a feature that no mask selects can still steer
-        the prediction through the masks. "shared": one learned selection for every row; each
-        later step's mask depends only on features earlier masks let through, so every feature
-        a row's prediction depends on has a non-zero mask weight in that row (user guide,
-        "Explanations"). "shared" also skips one feature transformer per forward pass.
+    first_mask : {"auto", "shared", "per_row"}, default="auto"
+        How the first step chooses its features. "shared": one learned selection for every
+        row; each later step's mask depends only on features earlier masks let through, so
+        every feature a row's prediction depends on has a non-zero mask weight in that row
+        (user guide, "Explanations"), and no initial feature transformer runs. "per_row" (the
+        paper's TabNet, and the only choice before this version): from an initial transform of
+        the whole row, so a feature that no mask selects can still steer the prediction through
+        the masks. "auto": "shared" for a network with a numeric embedding or with members,
+        "per_row" for one network without an embedding, the pretrainer's with ``pretrained``
+        (the fit's choice is ``first_mask_``).
     lambda_sparse : float, default=1e-3
         Weight of the mask-entropy sparsity loss.
     virtual_batch_size : int, default=128
@@ -120,7 +123,7 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         Embedding width of each categorical column.
     grouped_features : list of lists of column names or indices, optional
         Columns that attention selects together.
-    numeric_embedding : {None, "periodic", "auto"}, default=None
+    numeric_embedding : {"auto", None, "periodic"}, default="auto"
         None: each numeric column enters the network as its standardised value. "periodic":
         as ``numeric_embedding_dim`` channels, the value and learned periodic features
         (Gorishniy et al., 2022; :class:`tabsparse.nn.numeric_embedding.PeriodicEmbedding`).
@@ -234,6 +237,8 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         The members of the network (``n_members``, with "auto" resolved by the fit).
     numeric_embedding_ : str or None
         The numeric embedding of the network (``numeric_embedding``, "auto" resolved).
+    first_mask_ : str
+        The first mask of the network (``first_mask``, "auto" resolved).
     device_ : torch.device
     compiled_ : bool
         Whether the fit's last epochs ran the compiled training step (see ``compile``).
@@ -275,7 +280,7 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         n_shared: int = 2,
         momentum: float = 0.1,
         mask_type: str = "sparsemax",
-        first_mask: str = "per_row",
+        first_mask: str = "auto",
         lambda_sparse: float = 1e-3,
         virtual_batch_size: int = 128,
         batch_size: int | str = "auto",
@@ -294,7 +299,7 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         datetime_features: str = "error",
         cat_emb_dim: int = 1,
         grouped_features: list[list[int]] | None = None,
-        numeric_embedding: str | None = None,
+        numeric_embedding: str | None = "auto",
         numeric_embedding_dim: int = 8,
         n_members: int | str = "auto",
         class_weight: dict[Any, float] | list[dict[Any, float]] | str | None = None,
