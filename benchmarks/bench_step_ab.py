@@ -191,12 +191,16 @@ def _renamed_copy(checkout: Path, name: str) -> Path:
 
 
 def same_process_ab(
-    baseline: Path, repeats: int, rows: int = 15000, new_params: dict[str, Any] | None = None
+    baseline: Path,
+    repeats: int,
+    rows: int = 15000,
+    new_params: dict[str, Any] | None = None,
+    both_params: dict[str, Any] | None = None,
 ) -> dict[str, tuple[float, float, float]]:
     """Median ratio new / old (with a bootstrap 95% interval) of fit, predict_proba and explain
     on the small table, the two checkouts' estimators called alternately in this process;
     ``new_params`` go to this checkout's estimator only (e.g. ``{"n_members": 1}``: the same
-    network as a checkout from before the parameter)."""
+    network as a checkout from before the parameter), ``both_params`` to both."""
     import importlib
 
     import numpy as np
@@ -213,7 +217,7 @@ def same_process_ab(
         "old": importlib.import_module("tabsparse_base").TabNetClassifier,
         "new": importlib.import_module("tabsparse").TabNetClassifier,
     }
-    base = {"max_epochs": 5, "early_stopping": False, "random_state": 0}
+    base = {"max_epochs": 5, "early_stopping": False, "random_state": 0, **(both_params or {})}
     params = {"old": base, "new": {**base, **(new_params or {})}}
     models = {side: cls(**params[side]).fit(X, y) for side, cls in classes.items()}
 
@@ -281,13 +285,21 @@ def main() -> None:
         default={},
         help="--same-process: JSON parameters for this checkout's estimator only",
     )
+    parser.add_argument(
+        "--params",
+        type=json.loads,
+        default={},
+        help="--same-process: JSON parameters for both checkouts' estimators",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.same_process:
         if args.baseline is None:
             parser.error("--same-process needs --baseline")
         print(f"{'new / old':>14} {'median':>8} {'95% interval':>18}")
-        ratios = same_process_ab(args.baseline, args.repeats, args.rows, args.new_params)
+        ratios = same_process_ab(
+            args.baseline, args.repeats, args.rows, args.new_params, args.params
+        )
         for job, (median, low, high) in ratios.items():
             print(f"{job:>14} {median:8.3f}    [{low:.3f}, {high:.3f}]")
         return
