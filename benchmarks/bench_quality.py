@@ -610,7 +610,8 @@ def with_auto_resolved(
     if kind is None:
         return out
     if out.get("numeric_embedding") == repr("auto"):
-        out["numeric_embedding"] = repr("periodic" if kind in ("binary", "regression") else None)
+        suits = kind in ("binary", "regression")  # the estimators' ``_periodic_suits``
+        out["numeric_embedding"] = repr(_auto.auto_numeric_embedding(suits))
     members = out.get("n_members", "1")
     if out.get("first_mask") == repr("auto") and members.isdigit():
         embedding = None if out.get("numeric_embedding") == "None" else "periodic"

@@ -20,6 +20,7 @@ __all__ = [
     "AUTO_MEMBERS_MAX_ROWS",
     "auto_first_mask",
     "auto_members",
+    "auto_numeric_embedding",
     "network_architecture",
     "resolve_architecture",
 ]
@@ -35,6 +36,13 @@ def auto_members(n_rows: int, members_suit: bool = True) -> int:
     """What ``n_members="auto"`` resolves to for a fit on ``n_rows`` rows (see
     :func:`resolve_architecture` for ``members_suit``)."""
     return AUTO_MEMBERS if members_suit and n_rows < AUTO_MEMBERS_MAX_ROWS else 1
+
+
+def auto_numeric_embedding(periodic_suits: bool, pretrained: bool = False) -> str | None:
+    """What ``numeric_embedding="auto"`` resolves to: ``"periodic"`` where the estimator judges
+    its target suited (``periodic_suits``: regression and binary classification) unless the fit
+    starts from a pretrainer (whose input layer has no numeric embedding), else None."""
+    return "periodic" if periodic_suits and not pretrained else None
 
 
 def auto_first_mask(n_members: int, numeric_embedding: str | None) -> str:
@@ -70,7 +78,7 @@ def resolve_architecture(
         members = auto_members(n_rows, members_suit)
     embedding = getattr(est, "numeric_embedding", None)
     if embedding == AUTO:
-        embedding = "periodic" if periodic_suits and pretrained is None else None
+        embedding = auto_numeric_embedding(periodic_suits, pretrained is not None)
     first = getattr(est, "first_mask", "per_row")
     if first == AUTO:
         if pretrained is not None:
