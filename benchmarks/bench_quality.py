@@ -598,7 +598,8 @@ def with_auto_resolved(
     it resolves to the old behaviour. ``n_members``: ``fitted`` (the ``n_members_`` a stored row
     recorded) when given, else what a fit on ``n_rows`` rows resolves it to today. With the
     task's ``kind``, also ``numeric_embedding`` (periodic for binary and regression targets)
-    and then ``first_mask`` (the benchmarks never start from a pretrainer)."""
+    and then ``first_mask`` (the benchmarks never start from a pretrainer), and with ``n_rows``
+    ``learning_rate`` (from the training batch and whether the fit validates)."""
     from tabsparse.estimators import _auto
 
     out = dict(record_params)
@@ -616,7 +617,30 @@ def with_auto_resolved(
     if out.get("first_mask") == repr("auto") and members.isdigit():
         embedding = None if out.get("numeric_embedding") == "None" else "periodic"
         out["first_mask"] = repr(_auto.auto_first_mask(int(members), embedding))
+    if out.get("learning_rate") == repr("auto") and n_rows is not None:
+        out["learning_rate"] = repr(_auto_learning_rate(out, n_rows, kind))
     return out
+
+
+def _auto_learning_rate(params: dict[str, str], n_rows: int, kind: str) -> float:
+    """What ``learning_rate="auto"`` resolves to for a fit with the (repr'd) ``params`` on
+    ``n_rows`` rows of a ``kind`` target, as the estimators resolve it (``_auto``): whether the
+    fit validates (``early_stopping``, ``validation_fraction``; a binary target from 100
+    held-out rows, the others from 500), and its training batch."""
+    from tabsparse.estimators import _auto
+    from tabsparse.training import auto_batch_size
+
+    stopping = params.get("early_stopping", repr("auto"))
+    fraction = float(params.get("validation_fraction", "0.1"))
+    if stopping == repr("auto"):
+        validating = n_rows * fraction >= (100 if kind == "binary" else 500)
+    else:
+        validating = stopping == "True"
+    n_train = n_rows - max(1, round(n_rows * fraction)) if validating else n_rows
+    vbs = int(params.get("virtual_batch_size", "128"))
+    batch = params.get("batch_size", repr("auto"))
+    size = auto_batch_size(n_train, vbs) if batch == repr("auto") else int(batch)
+    return _auto.auto_learning_rate(size, validating)
 
 
 def resolved_tabsparse_params(

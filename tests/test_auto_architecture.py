@@ -1,5 +1,6 @@
-"""``n_members="auto"`` and ``numeric_embedding="auto"``: what a fit resolves them to, that the
-network is built from the resolved values, warm starts keep them, and model files carry them."""
+"""``n_members="auto"``, ``numeric_embedding="auto"`` and ``first_mask="auto"``: what a fit
+resolves them to, that the network is built from the resolved values, warm starts keep them, and
+model files carry them; and ``learning_rate="auto"``, resolved by each fit."""
 
 from __future__ import annotations
 
@@ -144,3 +145,57 @@ def test_model_file_check_refuses_a_bad_architecture(
     setattr(reg, name, value)
     with pytest.raises(ValueError, match=message):
         _check_common(reg)
+
+
+# ---- learning_rate="auto" ------------------------------------------------------------------
+def test_auto_learning_rate_rule() -> None:
+    rule = _auto.auto_learning_rate
+    assert rule(1024, True) == rule(4096, True) == _auto.LEARNING_RATE == 0.02
+    assert rule(1023, True) == rule(256, True) == rule(128, True) == 0.01
+    assert rule(256, False) == rule(1024, False) == 0.02  # no validation: all epochs, last weights
+
+
+def _first_rate(est: TabNetClassifier | TabNetRegressor | TabNetPretrainer) -> float:
+    return est.history_[0]["learning_rate"]
+
+
+def test_estimators_resolve_learning_rate_auto_per_fit() -> None:
+    """With a constant schedule the recorded rate is the resolved one: 0.01 for a validated fit
+    in batches under 1,024 rows, 0.02 without validation or in full batches; a number is kept."""
+    X, score = frame(2_000)
+    y = score > 0.5
+    fixed = dict(SMALL, lr_schedule="constant", n_members=1, numeric_embedding=None)
+    validated = TabNetClassifier(**fixed).fit(X, y)  # binary: 200 held-out rows, batch 128
+    assert validated.get_params()["learning_rate"] == "auto"
+    assert _first_rate(validated) == pytest.approx(0.01)
+    unvalidated = TabNetClassifier(**fixed, early_stopping=False).fit(X, y)
+    assert _first_rate(unvalidated) == pytest.approx(0.02)
+    full_batch = TabNetClassifier(**fixed, batch_size=1024).fit(X, y)
+    assert _first_rate(full_batch) == pytest.approx(0.02)
+    given = TabNetClassifier(**fixed, learning_rate=0.05).fit(X, y)
+    assert _first_rate(given) == pytest.approx(0.05)
+    # the regressor validates from 5,000 rows: on 2,000 it trains all epochs at 0.02
+    regressor = TabNetRegressor(**fixed).fit(X, score)
+    assert _first_rate(regressor) == pytest.approx(0.02)
+    assert _first_rate(TabNetRegressor(**fixed, early_stopping=True).fit(X, score)) == (
+        pytest.approx(0.01)
+    )
+    # the pretrainer keeps 0.02 unless asked for the rule
+    pre_params = dict(SMALL, lr_schedule="constant", batch_size="auto", early_stopping=True)
+    pre = TabNetPretrainer(**pre_params, learning_rate="auto").fit(X)
+    assert _first_rate(pre) == pytest.approx(0.01)  # validated, batches of 128
+    assert _first_rate(TabNetPretrainer(**pre_params).fit(X)) == pytest.approx(0.02)
+    assert TabNetPretrainer().get_params()["learning_rate"] == 0.02
+
+
+def test_learning_rate_auto_is_validated_and_saved(tmp_path: Path) -> None:
+    X, score = frame(200)
+    with pytest.raises(ValueError, match="learning_rate"):
+        TabNetClassifier(learning_rate="fast").fit(X, score > 0.5)
+    with pytest.raises(ValueError, match="learning_rate"):
+        TabNetClassifier(learning_rate=0.0).fit(X, score > 0.5)
+    est = TabNetClassifier(**SMALL).fit(X, score > 0.5)
+    save(est, tmp_path / "lr.tabsparse")
+    loaded = load(tmp_path / "lr.tabsparse")
+    assert loaded.get_params()["learning_rate"] == "auto"
+    np.testing.assert_array_equal(loaded.predict_proba(X), est.predict_proba(X))

@@ -227,3 +227,31 @@ def test_top_k_table_cells() -> None:
     }
     row = be.render_topk(got, ["t"]).splitlines()[-1]
     assert row == "| t | 0.0 / 3.0 / 4.0 | 1.0 / 3.0 / 5.0 | 1.0 / 3.0 / 5.0 |  |  |"  # 1st swapped
+
+
+def test_rows_match_the_learning_rate_auto_resolves_to() -> None:
+    """A row stored with the rate written out (or from before ``learning_rate="auto"``, at
+    0.02) matches "auto" where a fit on that many rows resolves it to that rate."""
+    bq = pytest.importorskip("bench_quality")
+    today = bq.resolved_tabsparse_params("binary", {}, 0)
+    assert today["learning_rate"] == "'auto'"
+
+    def rate(n_rows: int, kind: str = "binary", **params: str) -> str:
+        return bq.with_auto_resolved({**today, **params}, n_rows, kind=kind)["learning_rate"]
+
+    assert rate(50_000) == "0.02"  # validated, batches of 1024 rows
+    assert rate(5_000) == "0.01"  # validated, batches of 256
+    assert rate(500) == "0.02"  # 50 held-out rows: no validation, all epochs
+    assert rate(800, "binary") == "0.02" and rate(1_000, "binary") == "0.01"  # from 100 rows
+    assert rate(4_000, "regression") == "0.02" and rate(5_000, "regression") == "0.01"
+    assert rate(5_000, early_stopping="False") == "0.02"
+    assert rate(5_000, batch_size="2048") == "0.02"
+    assert rate(50_000, batch_size="512") == "0.01"
+    assert rate(5_000, learning_rate="0.05") == "0.05"  # a number is kept
+    for n in (500, 5_000, 50_000):  # as the estimators resolve it
+        validating = n * 0.1 >= 100
+        n_train = n - round(n * 0.1) if validating else n
+        from tabsparse.estimators._auto import auto_learning_rate
+        from tabsparse.training import auto_batch_size
+
+        assert rate(n) == repr(auto_learning_rate(auto_batch_size(n_train, 128), validating))

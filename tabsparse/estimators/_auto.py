@@ -1,5 +1,5 @@
-"""The architecture defaults that depend on the data: ``n_members="auto"``,
-``numeric_embedding="auto"`` and ``first_mask="auto"``.
+"""The defaults that depend on the data: ``n_members="auto"``, ``numeric_embedding="auto"``
+and ``first_mask="auto"`` (the architecture), and ``learning_rate="auto"`` (the training).
 
 A fit resolves them once (a warm start keeps the network, and them) into the fitted attributes
 ``n_members_``, ``numeric_embedding_`` and ``first_mask_``; the network is built from those, and
@@ -7,7 +7,11 @@ model files save them. An estimator without them (unfitted, or loaded from a fil
 they existed) builds from its parameters, where "auto" cannot occur in such files.
 
 The rules and the measurements behind them: the user guide ("Choosing parameters / defaults")
-and ``benchmarks/README.md`` (quality rounds 13 and 14).
+and ``benchmarks/README.md`` (quality rounds 13, 14 and 15).
+
+``learning_rate="auto"`` is resolved by every fit from its training batch and whether it
+validates (:func:`auto_learning_rate`); it builds nothing, so no fitted attribute holds it
+(``history_`` records each epoch's rate).
 """
 
 from __future__ import annotations
@@ -18,7 +22,11 @@ __all__ = [
     "AUTO",
     "AUTO_MEMBERS",
     "AUTO_MEMBERS_MAX_ROWS",
+    "LEARNING_RATE",
+    "LEARNING_RATE_FULL_BATCH",
+    "LEARNING_RATE_SMALL_BATCH",
     "auto_first_mask",
+    "auto_learning_rate",
     "auto_members",
     "auto_numeric_embedding",
     "network_architecture",
@@ -30,12 +38,38 @@ AUTO = "auto"
 AUTO_MEMBERS = 4
 #: ``n_members="auto"`` trains :data:`AUTO_MEMBERS` members when ``X`` has fewer rows than this
 AUTO_MEMBERS_MAX_ROWS = 25_000
+#: ``learning_rate="auto"``: AdamW's rate, and the rate of a fit that validates and trains in
+#: batches of fewer than :data:`LEARNING_RATE_FULL_BATCH` rows
+LEARNING_RATE = 0.02
+LEARNING_RATE_SMALL_BATCH = 0.01
+LEARNING_RATE_FULL_BATCH = 1024
 
 
 def auto_members(n_rows: int, members_suit: bool = True) -> int:
     """What ``n_members="auto"`` resolves to for a fit on ``n_rows`` rows (see
     :func:`resolve_architecture` for ``members_suit``)."""
     return AUTO_MEMBERS if members_suit and n_rows < AUTO_MEMBERS_MAX_ROWS else 1
+
+
+def auto_learning_rate(batch_size: int, validating: bool) -> float:
+    """What ``learning_rate="auto"`` resolves to for a fit training in batches of
+    ``batch_size`` rows: :data:`LEARNING_RATE_SMALL_BATCH` (0.01) when the fit validates (early
+    stopping keeps its best epoch) and the batches hold fewer than
+    :data:`LEARNING_RATE_FULL_BATCH` rows, else :data:`LEARNING_RATE` (0.02).
+
+    Smaller batches give noisier steps; 0.01 at 256 rows is Adam's square-root scaling of 0.02
+    at 1,024. Without validation a fit runs all ``max_epochs`` and takes its last weights, and
+    there the lower rate left ames_housing under-trained (RMSE +11%), so it keeps 0.02. The
+    measurements: ``benchmarks/README.md``, quality round 15.
+
+    >>> [auto_learning_rate(1024, True), auto_learning_rate(256, True)]
+    [0.02, 0.01]
+    >>> auto_learning_rate(256, validating=False)
+    0.02
+    """
+    if validating and batch_size < LEARNING_RATE_FULL_BATCH:
+        return LEARNING_RATE_SMALL_BATCH
+    return LEARNING_RATE
 
 
 def auto_numeric_embedding(periodic_suits: bool, pretrained: bool = False) -> str | None:

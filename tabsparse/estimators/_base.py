@@ -46,6 +46,7 @@ from tabsparse.compiling import COMPILE_MODES
 from tabsparse.data import SPARSE_BLOCK_ROWS, EncodedTable, TableEncoder, as_pandas
 from tabsparse.data import is_sparse_matrix as _is_sparse
 from tabsparse.data.sparse import CSRRows, encode_sparse_rows, fit_sparse_rows
+from tabsparse.estimators._auto import auto_learning_rate
 from tabsparse.estimators._explaining import IMPORTANCE_SAMPLE, Explaining
 from tabsparse.estimators._inputs import check_table, resolve_device, to_tensor
 from tabsparse.nn.encoder import FIRST_MASKS
@@ -110,7 +111,7 @@ class TabNetBase(Explaining, BaseEstimator):
         "virtual_batch_size": [Interval(Integral, 1, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "max_epochs": [Interval(Integral, 1, None, closed="left")],
-        "learning_rate": [Interval(Real, 0.0, None, closed="neither")],
+        "learning_rate": [Interval(Real, 0.0, None, closed="neither"), StrOptions({"auto"})],
         "weight_decay": [Interval(Real, 0.0, None, closed="left")],
         "lr_schedule": [StrOptions(set(LR_SCHEDULES))],
         "ema_decay": [Interval(Real, 0.0, 1.0, closed="neither"), None],
@@ -217,7 +218,7 @@ class TabNetBase(Explaining, BaseEstimator):
             self._init_network(data)
         self.network_.to(device)
         self.device_ = device
-        trainer = self._trainer(data.train, data.seed, device, ctx)
+        trainer = self._trainer(data.train, data.seed, device, ctx, validating=data.val is not None)
         importance_rows = self._importance_rows(data)  # before the pretrainer masks data.val
         self._before_training(trainer, data)
         try:
@@ -244,15 +245,22 @@ class TabNetBase(Explaining, BaseEstimator):
         return self
 
     def _trainer(
-        self, train: TensorData | StreamingSource, seed: int, device: torch.device, ctx: Any
+        self,
+        train: TensorData | StreamingSource,
+        seed: int,
+        device: torch.device,
+        ctx: Any,
+        *,
+        validating: bool,
     ) -> Trainer:
+        batch_size = self._training_batch_size(len(train))
         return Trainer(
             network=self.network_,
             loss_fn=self._loss_fn(),
             config=TrainConfig(
                 max_epochs=self.max_epochs,
-                batch_size=self._training_batch_size(len(train)),
-                learning_rate=self.learning_rate,
+                batch_size=batch_size,
+                learning_rate=self._learning_rate(batch_size, validating),
                 weight_decay=self.weight_decay,
                 adam_betas=self._adam_betas(),
                 lr_schedule=self.lr_schedule,
@@ -311,6 +319,13 @@ class TabNetBase(Explaining, BaseEstimator):
         if self.batch_size == "auto":
             return auto_batch_size(n_train, self.virtual_batch_size)
         return int(self.batch_size)
+
+    def _learning_rate(self, batch_size: int, validating: bool) -> float:
+        """``learning_rate`` with ``"auto"`` resolved
+        (:func:`~tabsparse.estimators._auto.auto_learning_rate`)."""
+        if self.learning_rate == "auto":
+            return auto_learning_rate(batch_size, validating)
+        return float(self.learning_rate)
 
     def _auto_validation_rows(self) -> int:
         """The fewest held-out rows with which ``early_stopping="auto"`` validates."""

@@ -88,7 +88,7 @@ class TabNetSupervised(TabNetBase):
         virtual_batch_size: int = 128,
         batch_size: int | str = "auto",
         max_epochs: int = 200,
-        learning_rate: float = 0.02,
+        learning_rate: float | str = "auto",
         weight_decay: float = 0.0,
         beta_2: float = 0.999,
         lr_schedule: str = "cosine",

@@ -76,7 +76,11 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         virtual batch (2,000 rows: 128; 5,000: 256), so small tables are not underfitted.
     max_epochs : int, default=200
         Upper bound on the epochs; with early stopping most fits end well before it.
-    learning_rate : float, default=0.02
+    learning_rate : float or "auto", default="auto"
+        AdamW's step size. "auto": 0.01 when the fit validates (early stopping) and trains in
+        batches of fewer than 1,024 rows (tables of fewer than about 18,000 rows at the
+        default ``batch_size``), else 0.02, the rate the schedule starts from (``history_``
+        records each epoch's rate at its end). Set a number to fix it.
     weight_decay : float, default=0.0
         AdamW weight decay.
     beta_2 : float in [0, 1), default=0.999
@@ -285,7 +289,7 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         virtual_batch_size: int = 128,
         batch_size: int | str = "auto",
         max_epochs: int = 200,
-        learning_rate: float = 0.02,
+        learning_rate: float | str = "auto",
         weight_decay: float = 0.0,
         beta_2: float = 0.999,
         lr_schedule: str = "cosine",

@@ -56,11 +56,12 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
     ``categorical_features``, ``datetime_features``, ``cat_emb_dim``, ``grouped_features``,
     ``device``, ``compile``, ``random_state``, ``verbose``, ``warm_start``, ``callbacks``,
     ``checkpoint_dir``, ``checkpoint_every``) are those of :class:`tabsparse.TabNetClassifier`;
-    early stopping watches the validation loss. Five defaults differ, because the benchmark that
+    early stopping watches the validation loss. Six defaults differ, because the benchmark that
     chose the classifier's and regressor's (``benchmarks/bench_quality.py``) does not cover
     pretraining:
-    ``momentum=0.02``, ``tol=1e-4``, ``batch_size=1024``, ``max_epochs=100`` and
-    ``n_iter_no_change=10`` (``batch_size="auto"`` is accepted here too).
+    ``momentum=0.02``, ``tol=1e-4``, ``batch_size=1024``, ``max_epochs=100``,
+    ``n_iter_no_change=10`` and ``learning_rate=0.02`` (``batch_size="auto"`` and
+    ``learning_rate="auto"``, the supervised estimators' rules, are accepted here too).
 
     Parameters
     ----------
