@@ -628,12 +628,15 @@ def _auto_learning_rate(params: dict[str, str], n_rows: int, kind: str) -> float
     fit validates (``early_stopping``, ``validation_fraction``; a binary target from 100
     held-out rows, the others from 500), and its training batch."""
     from tabsparse.estimators import _auto
+    from tabsparse.estimators._base import AUTO_EARLY_STOPPING_ROWS
+    from tabsparse.estimators.classifier import AUTO_EARLY_STOPPING_ROWS_BINARY
     from tabsparse.training import auto_batch_size
 
     stopping = params.get("early_stopping", repr("auto"))
     fraction = float(params.get("validation_fraction", "0.1"))
     if stopping == repr("auto"):
-        validating = n_rows * fraction >= (100 if kind == "binary" else 500)
+        fewest = AUTO_EARLY_STOPPING_ROWS_BINARY if kind == "binary" else AUTO_EARLY_STOPPING_ROWS
+        validating = n_rows * fraction >= fewest
     else:
         validating = stopping == "True"
     n_train = n_rows - max(1, round(n_rows * fraction)) if validating else n_rows
