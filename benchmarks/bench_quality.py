@@ -598,8 +598,9 @@ def with_auto_resolved(
     it resolves to the old behaviour. ``n_members``: ``fitted`` (the ``n_members_`` a stored row
     recorded) when given, else what a fit on ``n_rows`` rows resolves it to today. With the
     task's ``kind``, also ``numeric_embedding`` (periodic for binary and regression targets)
-    and then ``first_mask`` (the benchmarks never start from a pretrainer), and with ``n_rows``
-    ``learning_rate`` (from the training batch and whether the fit validates)."""
+    and then ``first_mask`` and ``cat_emb_dim`` (the benchmarks never start from a pretrainer),
+    and with ``n_rows`` ``learning_rate`` (from the training batch and whether the fit
+    validates)."""
     from tabsparse.estimators import _auto
 
     out = dict(record_params)
@@ -614,9 +615,13 @@ def with_auto_resolved(
         suits = kind in ("binary", "regression")  # the estimators' ``_periodic_suits``
         out["numeric_embedding"] = repr(_auto.auto_numeric_embedding(suits))
     members = out.get("n_members", "1")
+    embedding = None if out.get("numeric_embedding") == "None" else "periodic"
     if out.get("first_mask") == repr("auto") and members.isdigit():
-        embedding = None if out.get("numeric_embedding") == "None" else "periodic"
         out["first_mask"] = repr(_auto.auto_first_mask(int(members), embedding))
+    if out.get("cat_emb_dim") == repr("auto"):
+        numeric_dim = int(out.get("numeric_embedding_dim", "8"))
+        wide = kind == "regression"  # the estimators' ``_wide_categories_suit``
+        out["cat_emb_dim"] = repr(_auto.auto_cat_emb_dim(wide, embedding, numeric_dim))
     if out.get("learning_rate") == repr("auto") and n_rows is not None:
         out["learning_rate"] = repr(_auto_learning_rate(out, n_rows, kind))
     return out

@@ -59,10 +59,12 @@ _COMMON_ATTRIBUTES = (
     "n_members_",
     "numeric_embedding_",
     "first_mask_",
+    "cat_emb_dim_",
 )
 # files written before compile= existed have no compiled_; before the importance spread, no
 # feature_importances_std_ (such a model loads without it: no spread to show); before
-# n_members="auto", no n_members_ / numeric_embedding_, before first_mask="auto" no first_mask_
+# n_members="auto", no n_members_ / numeric_embedding_, before first_mask="auto" no first_mask_,
+# before cat_emb_dim="auto" no cat_emb_dim_
 # (the network is then built from the parameters); a pretrainer has none of them
 _OPTIONAL_ATTRIBUTES = frozenset(
     {
@@ -72,6 +74,7 @@ _OPTIONAL_ATTRIBUTES = frozenset(
         "n_members_",
         "numeric_embedding_",
         "first_mask_",
+        "cat_emb_dim_",
     }
 )
 
@@ -96,7 +99,7 @@ class EstimatorSpec:
         Fitted attributes of this class beyond the common ones (``n_features_in_``,
         ``feature_names_in_``, ``feature_importances_``, ``feature_importances_std_``,
         ``history_``, ``n_iter_``, ``best_iteration_``, ``compiled_``, ``n_members_``,
-        ``numeric_embedding_``, ``first_mask_``), saved with their types
+        ``numeric_embedding_``, ``first_mask_``, ``cat_emb_dim_``), saved with their types
         and restored after checks.
     check : callable
         ``check(estimator)`` validates those attributes once they are set on a fresh estimator
@@ -214,7 +217,8 @@ def _check_common(est: Any) -> None:
 
 def _check_architecture(est: Any) -> None:
     """The resolved architecture, where present: ``n_members_`` an integer >= 1,
-    ``numeric_embedding_`` None or a known embedding, ``first_mask_`` a known first mask."""
+    ``numeric_embedding_`` None or a known embedding, ``first_mask_`` a known first mask,
+    ``cat_emb_dim_`` an integer >= 1."""
     members = getattr(est, "n_members_", 1)
     if not _is_int(members) or members < 1:
         raise ValueError(f"n_members_={members!r} must be an integer >= 1")
@@ -226,6 +230,9 @@ def _check_architecture(est: Any) -> None:
     first = getattr(est, "first_mask_", "per_row")
     if first not in FIRST_MASKS:
         raise ValueError(f"first_mask_={first!r} must be one of {list(FIRST_MASKS)}")
+    width = getattr(est, "cat_emb_dim_", 1)
+    if not _is_int(width) or width < 1:
+        raise ValueError(f"cat_emb_dim_={width!r} must be an integer >= 1")
 
 
 def _check_target(est: Any) -> None:

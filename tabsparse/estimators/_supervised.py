@@ -67,6 +67,7 @@ class TabNetSupervised(TabNetBase):
         "numeric_embedding": [StrOptions({*NUMERIC_EMBEDDINGS, AUTO}), None],
         "numeric_embedding_dim": [Interval(Integral, 2, None, closed="left")],
         "n_members": [Interval(Integral, 1, None, closed="left"), StrOptions({AUTO})],
+        "cat_emb_dim": [Interval(Integral, 1, None, closed="left"), StrOptions({AUTO})],
         "first_mask": [StrOptions({*FIRST_MASKS, AUTO})],
     }
     #: The fitted attributes that hold the target's state (``Target.attributes``).
@@ -100,7 +101,7 @@ class TabNetSupervised(TabNetBase):
         scoring: Any = "loss",
         categorical_features: Any = "from_dtype",
         datetime_features: str = "error",
-        cat_emb_dim: int = 1,
+        cat_emb_dim: int | str = "auto",
         grouped_features: list[list[int]] | None = None,
         numeric_embedding: str | None = "auto",
         numeric_embedding_dim: int = 8,
@@ -311,6 +312,7 @@ class TabNetSupervised(TabNetBase):
                 n_rows,
                 members_suit=self._members_suit(),
                 periodic_suits=self._periodic_suits(),
+                wide_categories_suit=self._wide_categories_suit(),
                 pretrained=pretrained,
             )
         if ctx is not None:  # every rank must shuffle, split and initialise alike
@@ -358,13 +360,18 @@ class TabNetSupervised(TabNetBase):
         """Whether ``n_members="auto"`` may train several members for this target."""
         return False
 
+    def _wide_categories_suit(self) -> bool:
+        """Whether ``cat_emb_dim="auto"`` gives categorical columns as many channels as the
+        numeric embedding gives numeric ones, for this target."""
+        return False
+
     def _build_network(self, seed: int) -> TabNet:
         n_outputs = self._target().n_network_outputs
-        n_members, numeric_embedding, first_mask = network_architecture(self)
+        n_members, numeric_embedding, first_mask, cat_emb_dim = network_architecture(self)
         return self._seeded_network(
             seed,
             lambda: TabNet(
-                **{**self._network_kwargs(), "first_mask": first_mask},
+                **{**self._network_kwargs(), "first_mask": first_mask, "cat_emb_dim": cat_emb_dim},
                 n_outputs=n_outputs,
                 numeric_embedding=numeric_embedding,
                 # getattr: estimators pickled before this parameter existed

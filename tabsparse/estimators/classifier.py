@@ -123,8 +123,12 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         :mod:`tabsparse.data.datetimes`). The input column stays one column of
         ``feature_names_in_``; ``explain``, ``feature_importances_`` and
         ``encoder_.feature_names`` list the parts. Saved in model files with the encoder.
-    cat_emb_dim : int, default=1
-        Embedding width of each categorical column.
+    cat_emb_dim : int or "auto", default="auto"
+        Embedding width (channels) of each categorical column; a column's channels are one
+        attention group. "auto": for :class:`~tabsparse.TabNetRegressor` with a numeric
+        embedding, ``numeric_embedding_dim`` (as many channels as a numeric column), else 1;
+        the pretrainer's width when starting from ``pretrained`` (the fit's choice is
+        ``cat_emb_dim_``).
     grouped_features : list of lists of column names or indices, optional
         Columns that attention selects together.
     numeric_embedding : {"auto", None, "periodic"}, default="auto"
@@ -243,6 +247,8 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         The numeric embedding of the network (``numeric_embedding``, "auto" resolved).
     first_mask_ : str
         The first mask of the network (``first_mask``, "auto" resolved).
+    cat_emb_dim_ : int
+        The embedding width of the categorical columns (``cat_emb_dim``, "auto" resolved).
     device_ : torch.device
     compiled_ : bool
         Whether the fit's last epochs ran the compiled training step (see ``compile``).
@@ -301,7 +307,7 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         scoring: Any = "loss",
         categorical_features: Any = "from_dtype",
         datetime_features: str = "error",
-        cat_emb_dim: int = 1,
+        cat_emb_dim: int | str = "auto",
         grouped_features: list[list[int]] | None = None,
         numeric_embedding: str | None = "auto",
         numeric_embedding_dim: int = 8,

@@ -68,7 +68,8 @@ class TabNetRegressor(RegressorMixin, TabNetSupervised):
 
     The other fitted attributes (``n_features_in_``, ``feature_names_in_``,
     ``feature_importances_``, ``feature_importances_std_``, ``history_``, ``n_iter_``,
-    ``best_iteration_``, ``device_``, ``compiled_``, ``network_``, ``encoder_``) are as for
+    ``best_iteration_``, ``n_members_``, ``numeric_embedding_``, ``first_mask_``,
+    ``cat_emb_dim_``, ``device_``, ``compiled_``, ``network_``, ``encoder_``) are as for
     :class:`tabsparse.TabNetClassifier`.
 
     Examples
@@ -121,7 +122,7 @@ class TabNetRegressor(RegressorMixin, TabNetSupervised):
         scoring: Any = "loss",
         categorical_features: Any = "from_dtype",
         datetime_features: str = "error",
-        cat_emb_dim: int = 1,
+        cat_emb_dim: int | str = "auto",
         grouped_features: list[list[int]] | None = None,
         numeric_embedding: str | None = "auto",
         numeric_embedding_dim: int = 8,
@@ -198,6 +199,11 @@ class TabNetRegressor(RegressorMixin, TabNetSupervised):
         """``n_members="auto"`` trains members for one target column (a 1-D ``y``, or a 2-D
         ``y`` of one column: the same fit)."""
         return bool(self.n_outputs_ == 1)
+
+    def _wide_categories_suit(self) -> bool:
+        """``cat_emb_dim="auto"`` widens the categorical columns for every regression (with a
+        numeric embedding)."""
+        return True
 
     def _periodic_suits(self) -> bool:
         """``numeric_embedding="auto"`` embeds the numeric columns for every regression."""
