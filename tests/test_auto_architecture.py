@@ -1,4 +1,5 @@
-"""``n_members="auto"``, ``numeric_embedding="auto"`` and ``first_mask="auto"``: what a fit
+"""``n_members="auto"``, ``numeric_embedding="auto"``, ``first_mask="auto"`` and
+``cat_emb_dim="auto"``: what a fit
 resolves them to, that the network is built from the resolved values, warm starts keep them, and
 model files carry them; and ``learning_rate="auto"``, resolved by each fit."""
 
@@ -134,6 +135,8 @@ def test_model_file_carries_the_resolved_architecture(tmp_path: Path) -> None:
         ("n_members_", "4", "n_members_='4' must be an integer >= 1"),
         ("numeric_embedding_", "pwl", "numeric_embedding_='pwl' must be None or one of"),
         ("first_mask_", "auto", "first_mask_='auto' must be one of"),
+        ("cat_emb_dim_", 0, "cat_emb_dim_=0 must be an integer >= 1"),
+        ("cat_emb_dim_", "auto", "cat_emb_dim_='auto' must be an integer >= 1"),
     ],
 )
 def test_model_file_check_refuses_a_bad_architecture(
@@ -145,6 +148,59 @@ def test_model_file_check_refuses_a_bad_architecture(
     setattr(reg, name, value)
     with pytest.raises(ValueError, match=message):
         _check_common(reg)
+
+
+# ---- cat_emb_dim="auto" --------------------------------------------------------------------
+
+
+def test_auto_cat_emb_dim_rule() -> None:
+    assert _auto.auto_cat_emb_dim(True, "periodic", 8) == 8
+    assert _auto.auto_cat_emb_dim(True, "periodic", 4) == 4  # follows numeric_embedding_dim
+    assert _auto.auto_cat_emb_dim(True, None, 8) == 1  # no numeric embedding: 1
+    assert _auto.auto_cat_emb_dim(False, "periodic", 8) == 1  # classification: 1
+
+
+def test_auto_cat_emb_dim_follows_the_target_and_the_embedding() -> None:
+    """A regressor with a numeric embedding gives "colour" as many channels as a numeric
+    column; a classifier, or a regressor without the embedding, one; a number is taken as it
+    is. The network is built from the resolved width."""
+    X, score = frame()
+    reg = TabNetRegressor(**SMALL).fit(X, score)
+    assert reg.cat_emb_dim == "auto" and reg.cat_emb_dim_ == 8
+    assert reg.network_.inputs.cat_emb_dim == 8
+    # 2 numeric columns x 8 channels + 1 categorical column x 8
+    assert reg.network_.inputs.output_dim == 24
+    assert TabNetRegressor(numeric_embedding_dim=4, **SMALL).fit(X, score).cat_emb_dim_ == 4
+    plain = TabNetRegressor(numeric_embedding=None, **SMALL).fit(X, score)
+    assert plain.cat_emb_dim_ == 1 and plain.network_.inputs.cat_emb_dim == 1
+    binary = TabNetClassifier(**SMALL).fit(X, score > 0.5)
+    assert binary.numeric_embedding_ == "periodic" and binary.cat_emb_dim_ == 1
+    assert TabNetClassifier(cat_emb_dim=3, **SMALL).fit(X, score > 0.5).cat_emb_dim_ == 3
+    assert TabNetRegressor(cat_emb_dim=2, **SMALL).fit(X, score).network_.inputs.cat_emb_dim == 2
+
+
+def test_auto_cat_emb_dim_takes_the_pretrainers_width() -> None:
+    X, score = frame()
+    pre = TabNetPretrainer(cat_emb_dim=3, **SMALL).fit(X)
+    tuned = TabNetRegressor(pretrained=pre, **SMALL).fit(X, score)
+    assert tuned.cat_emb_dim_ == 3 and tuned.network_.inputs.cat_emb_dim == 3
+    with pytest.raises(ValueError, match="cat_emb_dim=3 in the pretrainer but cat_emb_dim=8"):
+        TabNetRegressor(pretrained=pre, cat_emb_dim=8, **SMALL).fit(X, score)
+
+
+def test_cat_emb_dim_auto_is_validated_and_saved(tmp_path: Path) -> None:
+    X, score = frame()
+    with pytest.raises(ValueError, match="'cat_emb_dim' parameter of TabNetRegressor must be"):
+        TabNetRegressor(cat_emb_dim="wide", **SMALL).fit(X, score)
+    with pytest.raises(ValueError, match="'cat_emb_dim' parameter of TabNetPretrainer must be"):
+        TabNetPretrainer(cat_emb_dim="auto", **SMALL).fit(X)  # no target to judge by
+    reg = TabNetRegressor(**SMALL).fit(X, score)
+    path = tmp_path / "wide.tabsparse"
+    save(reg, path)
+    back = load(path)
+    assert back.cat_emb_dim == "auto" and back.cat_emb_dim_ == 8
+    assert back.network_.inputs.cat_emb_dim == 8
+    np.testing.assert_array_equal(back.predict(X), reg.predict(X))
 
 
 # ---- learning_rate="auto" ------------------------------------------------------------------

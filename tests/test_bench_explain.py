@@ -255,3 +255,24 @@ def test_rows_match_the_learning_rate_auto_resolves_to() -> None:
         from tabsparse.training import auto_batch_size
 
         assert rate(n) == repr(auto_learning_rate(auto_batch_size(n_train, 128), validating))
+
+
+def test_rows_match_the_cat_emb_dim_auto_resolves_to() -> None:
+    """``cat_emb_dim="auto"`` matches a row stored with the width the estimators resolve it to
+    for the task: 8 for regression (with the periodic embedding of "auto"), 1 otherwise, so the
+    classification rows from before the parameter (at 1) still match."""
+    bq = pytest.importorskip("bench_quality")
+    for kind, width in (("regression", 8), ("binary", 1), ("multiclass", 1)):
+        today = bq.resolved_tabsparse_params(kind, {}, 0)
+        assert today["cat_emb_dim"] == "'auto'"
+        resolved = bq.with_auto_resolved(today, 50_000, kind=kind)
+        assert resolved["cat_emb_dim"] == repr(width)
+    regressor = bq.resolved_tabsparse_params("regression", {}, 0)
+    plain = bq.with_auto_resolved(
+        {**regressor, "numeric_embedding": "None"}, 50_000, kind="regression"
+    )
+    assert plain["cat_emb_dim"] == "1"  # no numeric embedding: no wider categories
+    narrow = bq.with_auto_resolved(
+        {**regressor, "numeric_embedding_dim": "4"}, 50_000, kind="regression"
+    )
+    assert narrow["cat_emb_dim"] == "4"
