@@ -4,9 +4,9 @@
 
 A fit resolves them once (a warm start keeps the network, and them) into the fitted attributes
 ``n_members_``, ``numeric_embedding_``, ``first_mask_`` and ``cat_emb_dim_``; the network is
-built from those, and
-model files save them. An estimator without them (unfitted, or loaded from a file written before
-they existed) builds from its parameters, where "auto" cannot occur in such files.
+built from those, and model files save them. An estimator without them (unfitted, or loaded
+from a file written before they existed) builds from its parameters, where "auto" cannot occur
+in such files.
 
 The rules and the measurements behind them: the user guide ("Choosing parameters / defaults")
 and ``benchmarks/README.md`` (quality rounds 13 to 16).
