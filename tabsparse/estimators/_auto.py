@@ -155,16 +155,18 @@ def resolve_architecture(
     est.cat_emb_dim_ = int(width)
 
 
+def _built_from(est: Any, name: str, default: Any, auto: Any) -> Any:
+    """The fitted ``name_`` of ``est``, else its parameter ``name`` (``default`` for an estimator
+    pickled before the parameter existed), with ``auto`` in place of "auto"."""
+    value = getattr(est, f"{name}_", getattr(est, name, default))
+    return auto if value == AUTO else value
+
+
 def network_architecture(est: Any) -> tuple[int, str | None, str, int]:
     """``(n_members, numeric_embedding, first_mask, cat_emb_dim)`` to build ``est``'s network
     with: the resolved fitted attributes, else the parameters ("auto" read as 1 member, no
     embedding, the first mask that resolves to and 1 channel per categorical column)."""
-    members = getattr(est, "n_members_", getattr(est, "n_members", 1))
-    embedding = getattr(est, "numeric_embedding_", getattr(est, "numeric_embedding", None))
-    members = 1 if members == AUTO else int(members)
-    embedding = None if embedding == AUTO else embedding
-    first = getattr(est, "first_mask_", getattr(est, "first_mask", "per_row"))
-    if first == AUTO:
-        first = auto_first_mask(members, embedding)
-    width = getattr(est, "cat_emb_dim_", getattr(est, "cat_emb_dim", 1))
-    return members, embedding, first, 1 if width == AUTO else int(width)
+    members = int(_built_from(est, "n_members", 1, 1))
+    embedding = _built_from(est, "numeric_embedding", None, None)
+    first = _built_from(est, "first_mask", "per_row", None) or auto_first_mask(members, embedding)
+    return members, embedding, first, int(_built_from(est, "cat_emb_dim", 1, 1))
