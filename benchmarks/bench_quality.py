@@ -564,6 +564,7 @@ ADDED_PARAMS = {
     "numeric_embedding_dim": "8",
     "n_members": "1",
     "first_mask": "'per_row'",
+    "column_revival": "0",
 }
 #: the classifier's later parameters
 ADDED_CLASSIFIER_PARAMS = {"label_smoothing": "0.0"}

@@ -107,6 +107,18 @@ class AdamW:
             self.exp_avg_sq[i] = self.exp_avg_sq[i].clone()
         self._flat = []
 
+    @torch.no_grad()
+    def reset_momentum(self, param: torch.Tensor, entries: torch.Tensor) -> None:
+        """Zero the first moment of the ``entries`` (a boolean mask or indices) of ``param``,
+        after an edit of those weights that their past gradients no longer describe. The second
+        moment is kept: zeroing it would make their next steps huge (the bias correction counts
+        every step of the fit)."""
+        for i, p in enumerate(self.params):
+            if p is param:
+                self.exp_avg[i][entries] = 0.0
+                return
+        raise ValueError("the parameter is not one this optimiser updates")
+
     def zero_grad(self) -> None:
         if self._flat:
             for _, grad, *_rest in self._flat:

@@ -176,6 +176,10 @@ class TabNetBase(Explaining, BaseEstimator):
         """AdamW's ``(beta1, beta2)`` for the fit."""
         return (0.9, 0.999)
 
+    def _column_revival(self, continuing: bool) -> int:
+        """Epochs of reviving the shared first mask's columns (``TrainConfig.column_revival``)."""
+        return 0
+
     def _target_tensor(self, y: np.ndarray, device: torch.device) -> torch.Tensor:
         raise NotImplementedError  # estimators without a target never pass one
 
@@ -218,7 +222,14 @@ class TabNetBase(Explaining, BaseEstimator):
             self._init_network(data)
         self.network_.to(device)
         self.device_ = device
-        trainer = self._trainer(data.train, data.seed, device, ctx, validating=data.val is not None)
+        trainer = self._trainer(
+            data.train,
+            data.seed,
+            device,
+            ctx,
+            validating=data.val is not None,
+            continuing=continuing,
+        )
         importance_rows = self._importance_rows(data)  # before the pretrainer masks data.val
         self._before_training(trainer, data)
         try:
@@ -252,6 +263,7 @@ class TabNetBase(Explaining, BaseEstimator):
         ctx: Any,
         *,
         validating: bool,
+        continuing: bool = False,
     ) -> Trainer:
         batch_size = self._training_batch_size(len(train))
         return Trainer(
@@ -272,6 +284,7 @@ class TabNetBase(Explaining, BaseEstimator):
                 verbose=self.verbose,
                 amp=device.type == "cuda",
                 compile=self.compile,
+                column_revival=self._column_revival(continuing),
                 virtual_batch_size=self.virtual_batch_size,
                 checkpoint_dir=self.checkpoint_dir,
                 checkpoint_every=self.checkpoint_every,

@@ -69,6 +69,7 @@ class TabNetSupervised(TabNetBase):
         "n_members": [Interval(Integral, 1, None, closed="left"), StrOptions({AUTO})],
         "cat_emb_dim": [Interval(Integral, 1, None, closed="left"), StrOptions({AUTO})],
         "first_mask": [StrOptions({*FIRST_MASKS, AUTO})],
+        "column_revival": [Interval(Integral, 0, None, closed="left")],
     }
     #: The fitted attributes that hold the target's state (``Target.attributes``).
     _target_attributes: tuple[str, ...] = ()
@@ -85,6 +86,7 @@ class TabNetSupervised(TabNetBase):
         momentum: float = 0.1,
         mask_type: str = "sparsemax",
         first_mask: str = "auto",
+        column_revival: int = 0,
         lambda_sparse: float = 1e-3,
         virtual_batch_size: int = 128,
         batch_size: int | str = "auto",
@@ -126,6 +128,7 @@ class TabNetSupervised(TabNetBase):
         self.momentum = momentum
         self.mask_type = mask_type
         self.first_mask = first_mask
+        self.column_revival = column_revival
         self.lambda_sparse = lambda_sparse
         self.virtual_batch_size = virtual_batch_size
         self.batch_size = batch_size
@@ -242,6 +245,10 @@ class TabNetSupervised(TabNetBase):
 
     def _outputs_from_logits(self, logits: torch.Tensor) -> dict[str, Any]:
         return self._target().outputs(logits)
+
+    def _column_revival(self, continuing: bool) -> int:
+        # a continued fit (warm_start) goes on from a judged network: nothing to revive
+        return 0 if continuing else int(self.column_revival)
 
     def _adam_betas(self) -> tuple[float, float]:
         return (0.9, float(self.beta_2))

@@ -26,6 +26,7 @@ from tabsparse.training.batches import (
 from tabsparse.training.callbacks import (
     Callback,
     Checkpointing,
+    ColumnRevival,
     CompileTrial,
     EarlyStopping,
     EpochLog,
@@ -72,6 +73,7 @@ __all__ = [
     "BatchSource",
     "Callback",
     "Checkpointing",
+    "ColumnRevival",
     "CompileTrial",
     "EarlyStopping",
     "EpochLog",

@@ -21,8 +21,9 @@ ends the fit after the current epoch.
 The trainer builds its own callbacks from its :class:`~tabsparse.training.TrainConfig` and runs
 them before the user's (see :func:`default_callbacks`): :class:`EarlyStopping` (best weights
 and early stopping), :class:`LRSchedule`, :class:`WeightAveraging`, :class:`CompileTrial`,
-:class:`EpochLog` and :class:`Checkpointing`. Those that must survive a resume return their
-state from :meth:`Callback.state_dict`; it becomes part of the training checkpoint.
+:class:`ColumnRevival`, :class:`EpochLog` and :class:`Checkpointing`. Those that must survive a
+resume return their state from :meth:`Callback.state_dict`; it becomes part of the training
+checkpoint.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import torch
 from tabsparse.averaging import ExponentialAverage
 from tabsparse.compiling import state_index, state_name
 from tabsparse.distributed import broadcast_int
+from tabsparse.nn import shared_mask
 from tabsparse.optim import SCHEDULES, Schedule
 from tabsparse.training.checkpoints import save_checkpoint, snapshot
 
@@ -49,6 +51,7 @@ __all__ = [
     "EVENTS",
     "Callback",
     "Checkpointing",
+    "ColumnRevival",
     "CompileTrial",
     "EarlyStopping",
     "EpochLog",
@@ -278,6 +281,43 @@ class CompileTrial(Callback):
             step.set_state(state_name(index))
         if step.decision is not None and step.state in ("eager", "compiled"):
             logger.info('compile="auto" chose %s', step.decision)
+
+
+class ColumnRevival(Callback):
+    """Gives every column a fair trial in the shared first mask (:mod:`tabsparse.nn.shared_mask`).
+
+    After each of the fit's first ``epochs`` epochs, the columns outside the network's shared
+    first mask are put back in (:func:`~tabsparse.nn.shared_mask.revive`); after the next
+    epoch, those whose weight stayed below the uniform share are taken out
+    (:func:`~tabsparse.nn.shared_mask.prune`). The optimiser's momentum of the edited biases is
+    reset. No edit is made after the fit's last epoch or once it stopped early (no later epoch
+    would judge it). Early stopping keeps the best epoch wherever it is (a table whose
+    validation score peaks within the first epochs keeps that epoch). A network without a
+    shared sparsemax first mask is left alone. Every rank makes the same edit of the same
+    weights, so distributed fits stay in step.
+    """
+
+    def __init__(self, epochs: int) -> None:
+        if epochs < 1:
+            raise ValueError(f"epochs={epochs!r} must be >= 1")
+        self.epochs = epochs
+
+    def on_setup(self, trainer: Trainer) -> None:
+        self.first = len(trainer.history)  # this fit's first epoch (a resume restores later)
+
+    def on_epoch_end(self, trainer: Trainer, record: Record) -> None:
+        encoder = getattr(trainer.network, "encoder", None)
+        if not isinstance(encoder, torch.nn.Module):
+            return
+        bias = shared_mask.editable_bias(encoder)
+        done = int(record["epoch"]) - self.first + 1  # epochs of this fit so far
+        last = trainer.stop or int(record["epoch"]) + 1 >= trainer.end_epoch
+        if bias is None or done > self.epochs + 1 or last:  # no edit the fit cannot judge
+            return
+        edit = shared_mask.revive if done <= self.epochs else shared_mask.prune
+        changed = edit(encoder)
+        if bool(changed.any()):
+            trainer.optimizer.reset_momentum(bias, changed)
 
 
 class EpochLog(Callback):

@@ -36,6 +36,7 @@ from tabsparse.training.batches import BatchSource, TensorData, batch_multiple
 from tabsparse.training.callbacks import (
     Callback,
     Checkpointing,
+    ColumnRevival,
     CompileTrial,
     EarlyStopping,
     EpochLog,
@@ -89,6 +90,7 @@ class TrainConfig:
     virtual_batch_size: int | None = None  # in-memory batches become multiples of the split
     ema_decay: float | None = None  # validate and keep an EMA of the weights (tabsparse.averaging)
     compile: bool | str = False  # torch.compile the training step (tabsparse.compiling)
+    column_revival: int = 0  # epochs of reviving the shared first mask's columns (ColumnRevival)
 
 
 class TrainingError(FloatingPointError):
@@ -98,7 +100,8 @@ class TrainingError(FloatingPointError):
 def default_callbacks(config: TrainConfig, dist: DistContext | None = None) -> list[Callback]:
     """The callbacks a fit with ``config`` runs before the user's, in this order: early stopping
     (always: it keeps the best weights), the learning-rate schedule (unless constant), the weight
-    average (with ``ema_decay``), the ``compile="auto"`` trial, the epoch log (``verbose >= 2``)
+    average (with ``ema_decay``), the ``compile="auto"`` trial, the revival of the shared first
+    mask's columns (with ``column_revival``), the epoch log (``verbose >= 2``)
     and checkpoints (with ``checkpoint_dir``); the last two on rank 0 only."""
     main = dist is None or dist.is_main
     stopping = EarlyStopping(config.n_iter_no_change, config.tol)
@@ -118,6 +121,8 @@ def default_callbacks(config: TrainConfig, dist: DistContext | None = None) -> l
         out.append(WeightAveraging(config.ema_decay))
     if config.compile == "auto":
         out.append(CompileTrial())
+    if config.column_revival > 0:
+        out.append(ColumnRevival(config.column_revival))
     if config.verbose >= 2 and main:
         out.append(EpochLog())
     if config.checkpoint_dir is not None and main:
