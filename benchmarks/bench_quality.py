@@ -565,6 +565,7 @@ ADDED_PARAMS = {
     "n_members": "1",
     "first_mask": "'per_row'",
     "column_revival": "0",
+    "column_pruning": "False",
 }
 #: the classifier's later parameters
 ADDED_CLASSIFIER_PARAMS = {"label_smoothing": "0.0"}
@@ -599,9 +600,10 @@ def with_auto_resolved(
     it resolves to the old behaviour. ``n_members``: ``fitted`` (the ``n_members_`` a stored row
     recorded) when given, else what a fit on ``n_rows`` rows resolves it to today. With the
     task's ``kind``, also ``numeric_embedding`` (periodic for binary and regression targets)
-    and then ``first_mask`` and ``cat_emb_dim`` (the benchmarks never start from a pretrainer),
-    and with ``n_rows`` ``learning_rate`` (from the training batch and whether the fit
-    validates)."""
+    and then ``first_mask`` and ``cat_emb_dim`` (the benchmarks never start from a pretrainer;
+    without a shared sparsemax first mask ``column_revival`` and ``column_pruning`` do nothing
+    and read as 0 and False), and with ``n_rows`` ``learning_rate`` (from the training batch
+    and whether the fit validates)."""
     from tabsparse.estimators import _auto
 
     out = dict(record_params)
@@ -619,6 +621,9 @@ def with_auto_resolved(
     embedding = None if out.get("numeric_embedding") == "None" else "periodic"
     if out.get("first_mask") == repr("auto") and members.isdigit():
         out["first_mask"] = repr(_auto.auto_first_mask(int(members), embedding))
+    if out.get("first_mask") == repr("per_row") or out.get("mask_type") == repr("entmax"):
+        # no shared sparsemax first mask: the column edits do nothing (nn/shared_mask.py)
+        out.update(column_revival="0", column_pruning="False")
     if out.get("cat_emb_dim") == repr("auto"):
         numeric_dim = int(out.get("numeric_embedding_dim", "8"))
         wide = kind == "regression"  # the estimators' ``_wide_categories_suit``

@@ -198,6 +198,14 @@ def test_find_row_matches_seed_config_and_parameters() -> None:
     assert be.find_row(rows, key, {**one, "gamma": "2.0"}, n_rows=100, kind=multi) is None
     assert be.find_row(rows, key, None)["auc"] == 0.2  # the latest row, any parameters
     assert be.find_row(rows, {**key, "config": "f"}, today, n_rows=100, kind=multi) is None
+    # the column edits matter only with a shared first mask: without revival, a binary table's
+    # row (periodic, shared) is another fit; a large multi-class one's (per-row) is the same
+    g = {**key, "config": "g"}
+    rows.append({**g, "tabsparse_params": {**written_out, "column_revival": "0"}, "auc": 0.6})
+    assert be.find_row(rows, g, today, n_rows=100, kind="binary") is None
+    unrevived = {**today, "column_revival": "0"}
+    assert be.find_row(rows, g, unrevived, n_rows=100, kind="binary")["auc"] == 0.6
+    assert be.find_row(rows, key, unrevived, n_rows=50_000, kind=multi)["auc"] == 0.2
 
 
 def test_stability_table_cells() -> None:

@@ -1,5 +1,5 @@
 """``column_revival``: columns that fall out of the shared first mask early are put back for a
-trial, and after it the columns below the uniform share are pruned from it
+trial; with ``column_pruning``, after it the columns below the uniform share are pruned from it
 (:mod:`tabsparse.nn.shared_mask`, :class:`tabsparse.training.ColumnRevival`)."""
 
 from __future__ import annotations
@@ -134,10 +134,18 @@ def test_the_trainer_runs_the_revival_after_the_schedule_and_before_the_log() ->
     kinds = [type(cb).__name__ for cb in cbs]
     assert kinds.index("LRSchedule") < kinds.index("ColumnRevival") < kinds.index("EpochLog")
     revival = cbs[kinds.index("ColumnRevival")]
-    assert isinstance(revival, ColumnRevival) and revival.epochs == 2
+    assert isinstance(revival, ColumnRevival) and (revival.epochs, revival.prune) == (2, False)
     assert "ColumnRevival" not in [type(cb).__name__ for cb in default_callbacks(TrainConfig())]
-    with pytest.raises(ValueError, match="epochs=0 must be >= 1"):
+    (pruning,) = [
+        cb
+        for cb in default_callbacks(TrainConfig(column_pruning=True))
+        if type(cb) is ColumnRevival
+    ]
+    assert (pruning.epochs, pruning.prune) == (0, True)
+    with pytest.raises(ValueError, match=r"epochs=0 must be >= 1, or >= 0 with prune=True"):
         ColumnRevival(0)
+    with pytest.raises(ValueError, match="epochs=-1"):
+        ColumnRevival(-1, prune=True)
 
 
 class _Watch(Callback):
@@ -177,11 +185,51 @@ def _fit(**params: Any) -> tuple[TabNetClassifier, _Watch]:
 
 
 def test_a_fit_revives_then_prunes() -> None:
-    _, watch = _fit(column_revival=2, n_iter_no_change=3)
+    _, watch = _fit(column_revival=2, column_pruning=True, n_iter_no_change=3)
     first, second, third = watch.masks[:3]
     assert bool((first > 0).all()) and bool((second > 0).all())  # every column in after epochs 1, 2
     assert bool((third == 0).any())  # pruned after epoch 3
     assert float(third[third > 0].min()) >= 1 / 12
+
+
+def _edits(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Records the edits (revive or prune) the callback makes, in order."""
+    calls: list[str] = []
+    for name in ("revive", "prune"):
+        real = getattr(shared_mask, name)
+
+        def record(encoder: Any, _name: str = name, _real: Any = real) -> torch.Tensor:
+            calls.append(_name)
+            return _real(encoder)
+
+        monkeypatch.setattr(shared_mask, name, record)
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({}, ["revive", "revive", "revive"]),  # the default: revival alone, 3 epochs
+        ({"column_revival": 2, "column_pruning": True}, ["revive", "revive", "prune"]),
+        ({"column_revival": 0, "column_pruning": True}, ["prune"]),  # after the first epoch
+        ({"column_revival": 0}, []),
+    ],
+)
+def test_which_edits_a_fit_makes(
+    monkeypatch: pytest.MonkeyPatch, params: dict[str, Any], expected: list[str]
+) -> None:
+    calls = _edits(monkeypatch)
+    _, watch = _fit(max_epochs=8, n_iter_no_change=8, **params)
+    assert len(watch.masks) == 8
+    assert calls == expected
+    assert TabNetClassifier().column_revival == 3 and TabNetClassifier().column_pruning is False
+
+
+def test_revival_alone_leaves_every_column_in_for_its_epochs() -> None:
+    _, plain = _fit(column_revival=0)
+    assert bool((plain.masks[4] == 0).any()), "the data must let some columns die by epoch 5"
+    _, revived = _fit(column_revival=5)
+    assert all(bool((m > 0).all()) for m in revived.masks[:5])
 
 
 def test_without_revival_dead_columns_stay_dead_and_the_fit_is_reproducible() -> None:
@@ -196,7 +244,7 @@ def test_without_revival_dead_columns_stay_dead_and_the_fit_is_reproducible() ->
 def test_no_edit_is_made_in_the_last_epoch_or_after_early_stopping_decided() -> None:
     # max_epochs = revival + 1: the pruning would come after the last epoch, where no later
     # epoch could judge it, so the fit keeps its best validated weights unchanged
-    est, watch = _fit(column_revival=2, max_epochs=3, n_iter_no_change=10)
+    est, watch = _fit(column_revival=2, column_pruning=True, max_epochs=3, n_iter_no_change=10)
     final = shared_mask.shared_first_mask(est.network_.encoder)
     assert final is not None and est.best_iteration_ is not None
     assert bool((watch.masks[-1] > 0).all())  # revived after epoch 2, not pruned after 3
@@ -214,7 +262,7 @@ def test_a_continued_fit_does_not_revive() -> None:
     assert all(bool((m[dead] == 0).all()) for m in watch.masks)
 
 
-def test_the_parameter_is_validated_saved_and_missing_from_old_files_means_none(
+def test_the_parameters_are_validated_saved_and_missing_from_old_files_mean_the_old_fit(
     tmp_path: Path,
 ) -> None:
     X, y = _data()
@@ -222,13 +270,24 @@ def test_the_parameter_is_validated_saved_and_missing_from_old_files_means_none(
         TabNetClassifier(column_revival=-1).fit(X, y)
     with pytest.raises(ValueError, match="column_revival"):
         TabNetRegressor(column_revival=1.5).fit(X, y.astype(float))
-    est, _ = _fit(column_revival=1, max_epochs=3, callbacks=None)
+    with pytest.raises(ValueError, match="column_pruning"):
+        TabNetClassifier(column_pruning="yes").fit(X, y)
+    est, _ = _fit(column_revival=1, column_pruning=True, max_epochs=3, callbacks=None)
     path = tmp_path / "model.tabsparse"
     save(est, path)
-    assert load(path).column_revival == 1
-    members = edit_doc(read_members(path), lambda doc: doc["params"].pop("column_revival"))
-    old = tmp_path / "old.tabsparse"
-    write_members(old, members)
-    back = load(old)
-    assert back.column_revival == 0  # files from before the parameter were fitted without it
-    np.testing.assert_array_equal(back.predict_proba(X), est.predict_proba(X))
+    assert (load(path).column_revival, load(path).column_pruning) == (1, True)
+
+    def drop(*names: str) -> TabNetClassifier:
+        members = edit_doc(read_members(path), lambda doc: [doc["params"].pop(n) for n in names])
+        old = tmp_path / "old.tabsparse"
+        write_members(old, members)
+        back = load(old)
+        np.testing.assert_array_equal(back.predict_proba(X), est.predict_proba(X))
+        return back
+
+    # files from before both parameters were fitted without revival
+    back = drop("column_revival", "column_pruning")
+    assert (back.column_revival, back.column_pruning) == (0, False)
+    # files from before column_pruning with a revival: a revival then always pruned after
+    back = drop("column_pruning")
+    assert (back.column_revival, back.column_pruning) == (1, True)

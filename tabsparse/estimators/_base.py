@@ -176,9 +176,10 @@ class TabNetBase(Explaining, BaseEstimator):
         """AdamW's ``(beta1, beta2)`` for the fit."""
         return (0.9, 0.999)
 
-    def _column_revival(self, continuing: bool) -> int:
-        """Epochs of reviving the shared first mask's columns (``TrainConfig.column_revival``)."""
-        return 0
+    def _column_edits(self, continuing: bool) -> tuple[int, bool]:
+        """Epochs of reviving the shared first mask's columns, and whether to prune them after
+        (``TrainConfig.column_revival``, ``TrainConfig.column_pruning``)."""
+        return 0, False
 
     def _target_tensor(self, y: np.ndarray, device: torch.device) -> torch.Tensor:
         raise NotImplementedError  # estimators without a target never pass one
@@ -266,6 +267,7 @@ class TabNetBase(Explaining, BaseEstimator):
         continuing: bool = False,
     ) -> Trainer:
         batch_size = self._training_batch_size(len(train))
+        revival, pruning = self._column_edits(continuing)
         return Trainer(
             network=self.network_,
             loss_fn=self._loss_fn(),
@@ -284,7 +286,8 @@ class TabNetBase(Explaining, BaseEstimator):
                 verbose=self.verbose,
                 amp=device.type == "cuda",
                 compile=self.compile,
-                column_revival=self._column_revival(continuing),
+                column_revival=revival,
+                column_pruning=pruning,
                 virtual_batch_size=self.virtual_batch_size,
                 checkpoint_dir=self.checkpoint_dir,
                 checkpoint_every=self.checkpoint_every,

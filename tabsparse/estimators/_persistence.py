@@ -46,7 +46,7 @@ _SKIPPED_STATE = frozenset(
     {"network_", "encoder_", "device_", "_sklearn_output_config", "_metadata_request"}
 )
 # parameters added after the first model files, with the value those files were fitted with
-_ADDED_PARAMS = {"first_mask": "per_row", "column_revival": 0}
+_ADDED_PARAMS = {"first_mask": "per_row", "column_revival": 0, "column_pruning": False}
 _COMMON_ATTRIBUTES = (
     "n_features_in_",
     "feature_names_in_",
@@ -346,6 +346,8 @@ def _build_estimator(doc: dict[str, Any], spec: EstimatorSpec) -> Any:
         for name, value in doc["params"].items()
         if not (name in notes and value is None)
     }
+    if kwargs.get("column_revival") and "column_pruning" not in kwargs:
+        kwargs["column_pruning"] = True  # before column_pruning, a revival always pruned after
     for name, value in _ADDED_PARAMS.items():  # what a file from before the parameter used
         if name in defaults:
             kwargs.setdefault(name, value)

@@ -70,6 +70,7 @@ class TabNetSupervised(TabNetBase):
         "cat_emb_dim": [Interval(Integral, 1, None, closed="left"), StrOptions({AUTO})],
         "first_mask": [StrOptions({*FIRST_MASKS, AUTO})],
         "column_revival": [Interval(Integral, 0, None, closed="left")],
+        "column_pruning": ["boolean"],
     }
     #: The fitted attributes that hold the target's state (``Target.attributes``).
     _target_attributes: tuple[str, ...] = ()
@@ -86,7 +87,8 @@ class TabNetSupervised(TabNetBase):
         momentum: float = 0.1,
         mask_type: str = "sparsemax",
         first_mask: str = "auto",
-        column_revival: int = 0,
+        column_revival: int = 3,
+        column_pruning: bool = False,
         lambda_sparse: float = 1e-3,
         virtual_batch_size: int = 128,
         batch_size: int | str = "auto",
@@ -129,6 +131,7 @@ class TabNetSupervised(TabNetBase):
         self.mask_type = mask_type
         self.first_mask = first_mask
         self.column_revival = column_revival
+        self.column_pruning = column_pruning
         self.lambda_sparse = lambda_sparse
         self.virtual_batch_size = virtual_batch_size
         self.batch_size = batch_size
@@ -246,9 +249,11 @@ class TabNetSupervised(TabNetBase):
     def _outputs_from_logits(self, logits: torch.Tensor) -> dict[str, Any]:
         return self._target().outputs(logits)
 
-    def _column_revival(self, continuing: bool) -> int:
-        # a continued fit (warm_start) goes on from a judged network: nothing to revive
-        return 0 if continuing else int(self.column_revival)
+    def _column_edits(self, continuing: bool) -> tuple[int, bool]:
+        # a continued fit (warm_start) goes on from a judged network: nothing to revive or prune
+        if continuing:
+            return 0, False
+        return int(self.column_revival), bool(self.column_pruning)
 
     def _adam_betas(self) -> tuple[float, float]:
         return (0.9, float(self.beta_2))

@@ -287,32 +287,35 @@ class ColumnRevival(Callback):
     """Gives every column a fair trial in the shared first mask (:mod:`tabsparse.nn.shared_mask`).
 
     After each of the fit's first ``epochs`` epochs, the columns outside the network's shared
-    first mask are put back in (:func:`~tabsparse.nn.shared_mask.revive`); after the next
-    epoch, those whose weight stayed below the uniform share are taken out
-    (:func:`~tabsparse.nn.shared_mask.prune`). The optimiser's momentum of the edited biases is
-    reset. No edit is made after the fit's last epoch or once it stopped early (no later epoch
-    would judge it). Early stopping keeps the best epoch wherever it is (a table whose
-    validation score peaks within the first epochs keeps that epoch). A network without a
-    shared sparsemax first mask is left alone. Every rank makes the same edit of the same
-    weights, so distributed fits stay in step.
+    first mask are put back in (:func:`~tabsparse.nn.shared_mask.revive`). With ``prune``,
+    after the next epoch (epoch ``epochs + 1``), those whose weight stayed below the uniform
+    share are taken out (:func:`~tabsparse.nn.shared_mask.prune`). The optimiser's momentum of
+    the edited biases is reset. No edit is made after the fit's last epoch or once it stopped
+    early (no later epoch would judge it). Early stopping keeps the best epoch wherever it is (a
+    table whose validation score peaks within the first epochs keeps that epoch). A network
+    without a shared sparsemax first mask is left alone. Every rank makes the same edit of the
+    same weights, so distributed fits stay in step.
     """
 
-    def __init__(self, epochs: int) -> None:
-        if epochs < 1:
-            raise ValueError(f"epochs={epochs!r} must be >= 1")
+    def __init__(self, epochs: int, prune: bool = False) -> None:
+        if epochs < 0 or (epochs == 0 and not prune):
+            raise ValueError(f"epochs={epochs!r} must be >= 1, or >= 0 with prune=True")
         self.epochs = epochs
+        self.prune = prune
 
     def on_setup(self, trainer: Trainer) -> None:
         self.first = len(trainer.history)  # this fit's first epoch (a resume restores later)
 
     def on_epoch_end(self, trainer: Trainer, record: Record) -> None:
+        done = int(record["epoch"]) - self.first + 1  # epochs of this fit so far
+        last = trainer.stop or int(record["epoch"]) + 1 >= trainer.end_epoch
+        if last or done > self.epochs + int(self.prune):  # no edit the fit cannot judge
+            return
         encoder = getattr(trainer.network, "encoder", None)
         if not isinstance(encoder, torch.nn.Module):
             return
         bias = shared_mask.editable_bias(encoder)
-        done = int(record["epoch"]) - self.first + 1  # epochs of this fit so far
-        last = trainer.stop or int(record["epoch"]) + 1 >= trainer.end_epoch
-        if bias is None or done > self.epochs + 1 or last:  # no edit the fit cannot judge
+        if bias is None:
             return
         edit = shared_mask.revive if done <= self.epochs else shared_mask.prune
         changed = edit(encoder)

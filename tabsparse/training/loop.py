@@ -91,6 +91,7 @@ class TrainConfig:
     ema_decay: float | None = None  # validate and keep an EMA of the weights (tabsparse.averaging)
     compile: bool | str = False  # torch.compile the training step (tabsparse.compiling)
     column_revival: int = 0  # epochs of reviving the shared first mask's columns (ColumnRevival)
+    column_pruning: bool = False  # then prune its columns below the uniform share (ColumnRevival)
 
 
 class TrainingError(FloatingPointError):
@@ -101,7 +102,7 @@ def default_callbacks(config: TrainConfig, dist: DistContext | None = None) -> l
     """The callbacks a fit with ``config`` runs before the user's, in this order: early stopping
     (always: it keeps the best weights), the learning-rate schedule (unless constant), the weight
     average (with ``ema_decay``), the ``compile="auto"`` trial, the revival of the shared first
-    mask's columns (with ``column_revival``), the epoch log (``verbose >= 2``)
+    mask's columns (with ``column_revival`` or ``column_pruning``), the epoch log (``verbose >= 2``)
     and checkpoints (with ``checkpoint_dir``); the last two on rank 0 only."""
     main = dist is None or dist.is_main
     stopping = EarlyStopping(config.n_iter_no_change, config.tol)
@@ -121,8 +122,8 @@ def default_callbacks(config: TrainConfig, dist: DistContext | None = None) -> l
         out.append(WeightAveraging(config.ema_decay))
     if config.compile == "auto":
         out.append(CompileTrial())
-    if config.column_revival > 0:
-        out.append(ColumnRevival(config.column_revival))
+    if config.column_revival > 0 or config.column_pruning:
+        out.append(ColumnRevival(config.column_revival, prune=config.column_pruning))
     if config.verbose >= 2 and main:
         out.append(EpochLog())
     if config.checkpoint_dir is not None and main:
