@@ -169,7 +169,9 @@ def test_find_row_matches_seed_config_and_parameters() -> None:
     be = pytest.importorskip("bench_explain")
     bq = pytest.importorskip("bench_quality")
     key = {"part": "syn", "table": "Syn1", "model": "tabsparse", "seed": 0, "config": "c"}
-    today = bq.resolved_tabsparse_params("binary", {}, 0)
+    averaging = bq.resolved_tabsparse_params("binary", {}, 0)
+    assert averaging["ema_decay"] == "0.99"  # the classifier's default since quality round 20
+    today = {**averaging, "ema_decay": "None"}  # the defaults before it
     old = {k: v for k, v in today.items() if k not in bq.ADDED_PARAMS}  # before they existed
     one = {**today, "n_members": "1"}
     four = {**today, "n_members": "4"}
@@ -186,6 +188,7 @@ def test_find_row_matches_seed_config_and_parameters() -> None:
     # a row from before the architecture parameters existed is one member, no embedding and the
     # per-row first mask: "auto" on a multi-class table too large for members
     assert be.find_row(rows, key, today, n_rows=50_000, kind=multi)["auc"] == 0.2
+    assert be.find_row(rows, key, averaging, n_rows=50_000, kind=multi) is None  # no average
     assert be.find_row(rows, key, today, n_rows=50_000, kind="binary") is None  # embedded
     assert be.find_row(rows, key, one, n_rows=100, kind=multi)["auc"] == 0.2
     assert be.find_row(rows, key, today, n_rows=100, kind=multi) is None  # 4 members there

@@ -46,7 +46,12 @@ _SKIPPED_STATE = frozenset(
     {"network_", "encoder_", "device_", "_sklearn_output_config", "_metadata_request"}
 )
 # parameters added after the first model files, with the value those files were fitted with
-_ADDED_PARAMS = {"first_mask": "per_row", "column_revival": 0, "column_pruning": False}
+_ADDED_PARAMS = {
+    "first_mask": "per_row",
+    "column_revival": 0,
+    "column_pruning": False,
+    "ema_decay": None,
+}
 _COMMON_ATTRIBUTES = (
     "n_features_in_",
     "feature_names_in_",

@@ -105,12 +105,14 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         "cosine" anneals to 0 over ``max_epochs``; "plateau" keeps the rate until the validation
         score stalls and then divides it by 5 after every ``0.4 * n_iter_no_change`` epochs
         without improvement (constant without a validation set).
-    ema_decay : float in (0, 1) or None, default=None
+    ema_decay : float in (0, 1) or None, default=0.99
         Keep an exponential moving average of the weights, updated after every optimiser step
         with this decay (``1 / (1 - ema_decay)`` is about the number of steps averaged over;
         the first steps use a smaller decay, ``min(ema_decay, (1 + t) / (10 + t))`` at step
         ``t``). Validation, early stopping and the fitted model use the averaged weights;
-        training continues from the live ones. None: no averaging.
+        training continues from the live ones. None: no averaging. The classifier averages by
+        default (ROC AUC up on every large binary table of the benchmark); the regressor does
+        not (``TabNetRegressor`` defaults to None: averaging stopped diamonds' fits early).
     early_stopping : "auto" or bool, default="auto"
         "auto" enables it when ``X_val`` is given or when the held-out split would have at
         least 100 rows for a binary target (1,000 rows at the default ``validation_fraction``)
@@ -316,7 +318,7 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         weight_decay: float = 0.0,
         beta_2: float = 0.999,
         lr_schedule: str = "cosine",
-        ema_decay: float | None = None,
+        ema_decay: float | None = 0.99,
         early_stopping: str | bool = "auto",
         validation_fraction: float = 0.1,
         n_iter_no_change: int = 20,

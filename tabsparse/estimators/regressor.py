@@ -21,7 +21,8 @@ class TabNetRegressor(RegressorMixin, TabNetSupervised):
     """TabNet regressor (Arik & Pfister) with sparsemax attention.
 
     Takes the parameters of :class:`tabsparse.TabNetClassifier` (without ``class_weight``,
-    ``multilabel_loss`` and ``label_smoothing``) and the loss parameters below. Predictions
+    ``multilabel_loss`` and ``label_smoothing``; ``ema_decay`` defaults to None here: weight
+    averaging stopped diamonds' fits early) and the loss parameters below. Predictions
     are returned on the original scale of ``y``; a 1-D ``y`` gives 1-D predictions, a 2-D
     ``y`` gives ``(n_samples, n_outputs)``, several quantiles give ``(n_samples,
     n_quantiles)``.
