@@ -5,6 +5,11 @@ average after every optimiser step and evaluates (validation score, early stoppi
 weights) with the averaged parameters; training itself continues from the live ones. Averaging
 smooths out the step-to-step noise of the last epochs, which with
 early stopping are usually run at a learning rate that is still high.
+
+Only parameters are averaged. Batch-norm statistics gathered during training describe the live
+weights' activations, not the average's; the trainer recomputes them for the averaged weights
+before it judges them (:meth:`tabsparse.training.Trainer.recompute_statistics`,
+:func:`tabsparse.nn.ghost_bn.fresh_statistics`), as stochastic weight averaging does.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ class ExponentialAverage:
     ----------
     params : iterable of Parameter
         Only those that require a gradient are averaged (buffers such as batch-norm statistics
-        are not: they are already running averages).
+        are not: the trainer recomputes them for the average).
     decay : float
         In ``(0, 1)``; ``1 / (1 - decay)`` is roughly the number of steps averaged over.
 

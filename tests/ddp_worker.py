@@ -68,7 +68,9 @@ def core_trainer(
 class RowLog(Callback):
     """Records the encoded rows of every training batch this process trains on, as
     ``(epoch, batch, numeric and codes)`` (through ``Trainer.transform_batch``, which sees each
-    batch just before its step); see :meth:`arrays`."""
+    batch just before its step; the forward passes without gradients that recompute the
+    batch-norm statistics of a weight average see it too and are not recorded); see
+    :meth:`arrays`."""
 
     def __init__(self) -> None:
         self.batches: list[tuple[int, int, np.ndarray]] = []
@@ -77,6 +79,8 @@ class RowLog(Callback):
         inner, self.batches = trainer.transform_batch, []
 
         def record(batch: TensorData, generator: torch.Generator) -> TensorData:
+            if not torch.is_grad_enabled():  # not a training step
+                return batch if inner is None else inner(batch, generator)
             previous = [b for e, b, _ in self.batches if e == trainer.epoch]
             rows = torch.cat([batch.numeric.double(), batch.codes.double()], dim=1)
             self.batches.append((trainer.epoch, len(previous), rows.cpu().numpy()))

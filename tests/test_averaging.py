@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from conftest import ce, make_data, make_net
 
 from tabsparse.averaging import ExponentialAverage
-from tabsparse.training import TrainConfig, Trainer, WeightAveraging
+from tabsparse.training import TensorData, TrainConfig, Trainer, WeightAveraging
 
 
 def test_update_follows_the_warmed_up_decay() -> None:
@@ -123,3 +125,85 @@ def test_average_of_flat_parameters_is_one_buffer_and_equals_the_per_parameter_o
     ref.update()
     for a, b in zip(fast.state_dict()["shadow"], ref.state_dict()["shadow"], strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_fresh_statistics_weigh_every_call_equally_and_restore_the_layers() -> None:
+    from tabsparse.nn.ghost_bn import GhostBatchNorm, fresh_statistics
+
+    bn, frozen = GhostBatchNorm(3, virtual_batch_size=16), GhostBatchNorm(3, momentum=0.0)
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for _ in range(5):  # statistics of other activations, to be replaced
+            bn(torch.randn(16, 3, generator=g) * 4 + 7)
+    calls = [torch.randn(16, 3, generator=g) * s + s for s in (1.0, 2.0, 3.0)]
+    with torch.no_grad(), fresh_statistics(torch.nn.Sequential(bn, frozen)) as layers:
+        assert layers == [bn]  # frozen statistics are left alone
+        for x in calls:
+            frozen(bn(x))
+    stacked = torch.stack(calls)  # one virtual batch per call
+    torch.testing.assert_close(bn.running_mean, stacked.mean(1).mean(0))
+    torch.testing.assert_close(bn.running_var, stacked.var(1).mean(0))  # unbiased, as PyTorch's
+    assert int(bn.num_batches_tracked) == 3 and bn.momentum == 0.02
+    torch.testing.assert_close(frozen.running_mean, torch.zeros(3))
+
+
+def _statistics_gap(net: torch.nn.Module, data: TensorData, batch_size: int) -> float:
+    """How far the running means of ``net``'s batch norms are from the activations its
+    weights give in training mode on ``data`` (largest gap, in running standard deviations)."""
+    import copy
+
+    from tabsparse.nn.ghost_bn import GhostBatchNorm
+    from tabsparse.training.batches import batch_bounds
+
+    net = copy.deepcopy(net)
+    layers = [m for m in net.modules() if isinstance(m, GhostBatchNorm)]
+    seen: dict[int, list[Any]] = {id(m): [] for m in layers}
+    for m in layers:  # capture the statistics instead of folding them in
+        m.record = seen[id(m)].append  # type: ignore[method-assign]
+    net.train()
+    with torch.no_grad():
+        for start, stop in batch_bounds(len(data), batch_size):
+            chunk = data.take(slice(start, stop))
+            net(chunk.numeric, chunk.codes)
+    gaps = []
+    for m in layers:
+        means = torch.cat([part[0] for update in seen[id(m)] for part in update]).mean(0)
+        gaps.append(float(((means - m.running_mean).abs() / m.running_var.sqrt()).max()))
+    return max(gaps)
+
+
+@pytest.mark.parametrize("with_validation", [False, True])
+def test_the_average_is_judged_with_its_own_batch_norm_statistics(
+    with_validation: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kept average holds statistics of its own activations (recomputed when validated,
+    or at the end of a fit without validation rows), not those the live weights gathered;
+    training itself is not touched (same batches, same live weights, same losses)."""
+    from tabsparse.training import Callback
+
+    class LiveStatistics(Callback):
+        """Checks that the live weights' statistics are back after every validation."""
+
+        def on_batches_end(self, trainer: Trainer, record: Any) -> None:
+            self.live = {k: v.clone() for k, v in trainer.network.state_dict().items()}
+
+        def on_validation_end(self, trainer: Trainer, record: Any) -> None:
+            for key, value in trainer.network.state_dict().items():
+                if key.endswith(("running_mean", "running_var", "num_batches_tracked")):
+                    torch.testing.assert_close(value, self.live[key], rtol=0, atol=0)
+            self.checked = True
+
+    train, val = make_data(1000), make_data(100, seed=1) if with_validation else None
+    cfg = TrainConfig(max_epochs=6, batch_size=64, ema_decay=0.9, n_iter_no_change=None)
+    check = LiveStatistics()
+    fresh = Trainer(make_net(), ce, cfg, callbacks=[check]).fit(train, val)
+    assert check.checked
+    with pytest.raises(RuntimeError, match="rows of a running fit"):
+        fresh.recompute_statistics()  # the trainer keeps no rows after the fit
+    monkeypatch.setattr(Trainer, "recompute_statistics", lambda self, rows=0: None)
+    stale = Trainer(make_net(), ce, cfg).fit(train, val)
+    fresh_gap, stale_gap = (_statistics_gap(t.network, train, 64) for t in (fresh, stale))
+    assert fresh_gap < 0.07 and stale_gap > 3 * fresh_gap, (fresh_gap, stale_gap)
+    assert [r["train_loss"] for r in fresh.history] == [r["train_loss"] for r in stale.history]
+    if with_validation:  # the same averaged weights, scored with other statistics
+        assert fresh.history[-1]["val_loss"] != stale.history[-1]["val_loss"]

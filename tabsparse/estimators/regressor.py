@@ -21,8 +21,7 @@ class TabNetRegressor(RegressorMixin, TabNetSupervised):
     """TabNet regressor (Arik & Pfister) with sparsemax attention.
 
     Takes the parameters of :class:`tabsparse.TabNetClassifier` (without ``class_weight``,
-    ``multilabel_loss`` and ``label_smoothing``; ``ema_decay`` defaults to None here: weight
-    averaging stopped diamonds' fits early) and the loss parameters below. Predictions
+    ``multilabel_loss`` and ``label_smoothing``) and the loss parameters below. Predictions
     are returned on the original scale of ``y``; a 1-D ``y`` gives 1-D predictions, a 2-D
     ``y`` gives ``(n_samples, n_outputs)``, several quantiles give ``(n_samples,
     n_quantiles)``.
@@ -117,7 +116,7 @@ class TabNetRegressor(RegressorMixin, TabNetSupervised):
         weight_decay: float = 0.0,
         beta_2: float = 0.999,
         lr_schedule: str = "cosine",
-        ema_decay: float | None = None,
+        ema_decay: float | None = 0.99,
         early_stopping: str | bool = "auto",
         validation_fraction: float = 0.1,
         n_iter_no_change: int = 20,

@@ -9,6 +9,8 @@ call records its virtual batches' statistics, folded in lazily (:meth:`flush_sta
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -17,7 +19,7 @@ from torch import nn
 from tabsparse.nn import functional as F
 from tabsparse.nn.functional import virtual_batches
 
-__all__ = ["GhostBatchNorm", "flush_statistics", "virtual_batches"]
+__all__ = ["GhostBatchNorm", "flush_statistics", "fresh_statistics", "virtual_batches"]
 
 _STAT_BUFFERS = frozenset({"running_mean", "running_var", "num_batches_tracked"})
 _FLUSH_EVERY = 64  # bounds the memory held by recorded statistics
@@ -253,3 +255,44 @@ def flush_statistics(module: nn.Module) -> None:
     for m in module.modules():
         if isinstance(m, GhostBatchNorm):
             m.flush_statistics()
+
+
+# the momentum fresh_statistics sets: any positive value below 1 / (calls made) gives every
+# call the weight 1 / t, an equal-weight average
+_EQUAL_WEIGHTS = 1e-12
+
+
+@contextmanager
+def fresh_statistics(module: nn.Module) -> Iterator[list[GhostBatchNorm]]:
+    """Running statistics recomputed from scratch for the weights ``module`` holds now.
+
+    Inside the block every ghost batch norm of ``module`` starts from empty statistics, and
+    each training-mode call made there (forward passes without gradients are enough) counts
+    with equal weight; on leaving, the buffers hold the average over those calls' virtual
+    batches and the layers keep their momentum again. Weights that training did not produce
+    step by step (an average of the weights, see :mod:`tabsparse.averaging`) need this: the
+    statistics gathered during training describe the activations of other weights. Layers with
+    ``momentum=0`` (frozen statistics) are left alone.
+
+    >>> net = nn.Sequential(nn.Linear(3, 4), GhostBatchNorm(4, virtual_batch_size=8))
+    >>> x = torch.randn(64, 3)
+    >>> with torch.no_grad(), fresh_statistics(net):
+    ...     _ = net(x)
+    >>> h = net[0](x)
+    >>> torch.allclose(net[1].running_mean, h.reshape(8, 8, 4).mean(1).mean(0), atol=1e-6)
+    True
+    """
+    layers = [m for m in module.modules() if isinstance(m, GhostBatchNorm) and m.momentum > 0]
+    momenta = [m.momentum for m in layers]
+    for m in layers:
+        m.flush_statistics()
+        m.running_mean.zero_()
+        m.running_var.fill_(1.0)
+        m.num_batches_tracked.zero_()
+        m.momentum = _EQUAL_WEIGHTS
+    try:
+        yield layers
+    finally:
+        for m, momentum in zip(layers, momenta, strict=True):
+            m.flush_statistics()
+            m.momentum = momentum

@@ -237,22 +237,46 @@ class LRSchedule(Callback):
 class WeightAveraging(Callback):
     """Keeps an exponential moving average of the weights (:mod:`tabsparse.averaging`), updated
     after every step; each epoch is judged (validated, kept if best) with the averaged weights,
-    and training goes on from the live ones."""
+    and training goes on from the live ones.
+
+    The averaged weights are judged with batch-norm statistics recomputed for them
+    (:meth:`~tabsparse.training.Trainer.recompute_statistics`, a few thousand training rows
+    forward): the statistics gathered during training describe the activations of the live
+    weights, and the average evaluated with them predicts on a shifted scale. The live
+    statistics are put back for training. A fit without validation rows keeps its last epoch's
+    average; its statistics are recomputed once, when the fit ends.
+    """
+
+    _STATISTICS = ("running_mean", "running_var", "num_batches_tracked")
 
     def __init__(self, decay: float) -> None:
         self.decay = decay
 
     def on_setup(self, trainer: Trainer) -> None:
         self.average = ExponentialAverage(trainer.network.parameters(), decay=self.decay)
+        self._live: dict[str, torch.Tensor] = {}
 
     def on_batch_end(self, trainer: Trainer) -> None:
         self.average.update()
 
     def on_validation_begin(self, trainer: Trainer) -> None:
         self.average.swap()  # the averaged weights into the network
+        if trainer.validating:
+            state = trainer.network.state_dict()
+            self._live = {k: v.clone() for k, v in state.items() if k.endswith(self._STATISTICS)}
+            trainer.recompute_statistics()
 
     def on_validation_end(self, trainer: Trainer, record: Record) -> None:
         self.average.swap()  # back to the live weights to train on
+        if self._live:
+            trainer.network.load_state_dict(self._live, strict=False)
+            self._live = {}
+
+    def on_fit_end(self, trainer: Trainer) -> None:
+        # without validation the kept weights are the last epoch's average (EarlyStopping,
+        # which runs first, has just loaded them)
+        if not trainer.validating and trainer.best_iteration is not None:
+            trainer.recompute_statistics()
 
     def state_dict(self) -> dict[str, Any]:
         return {"ema": self.average.state_dict()}

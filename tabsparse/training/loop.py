@@ -30,7 +30,7 @@ from tabsparse.distributed import (
     broadcast_floats,
     broadcast_int,
 )
-from tabsparse.nn.ghost_bn import flush_statistics
+from tabsparse.nn.ghost_bn import flush_statistics, fresh_statistics
 from tabsparse.optim import SCHEDULES, AdamW
 from tabsparse.training.batches import BatchSource, TensorData, batch_multiple
 from tabsparse.training.callbacks import (
@@ -92,6 +92,11 @@ class TrainConfig:
     compile: bool | str = False  # torch.compile the training step (tabsparse.compiling)
     column_revival: int = 0  # epochs of reviving the shared first mask's columns (ColumnRevival)
     column_pruning: bool = False  # then prune its columns below the uniform share (ColumnRevival)
+
+
+#: training rows whose forward passes recompute the batch-norm statistics of averaged weights
+#: (:meth:`Trainer.recompute_statistics`): 32 virtual batches of 128 rows
+STATISTICS_ROWS = 4096
 
 
 class TrainingError(FloatingPointError):
@@ -157,7 +162,8 @@ class Trainer:
     During a fit the trainer also holds ``optimizer``, ``generator`` (the shuffling RNG),
     ``step`` (the training step's forward pass and loss), ``device``, ``steps_per_epoch``,
     ``epoch`` (the current history index), ``end_epoch`` (one past the last epoch this fit may
-    run) and ``fit_callbacks`` (its own callbacks followed by ``callbacks``). Each fit starts
+    run), ``validating`` (whether it has validation rows) and ``fit_callbacks`` (its own
+    callbacks followed by ``callbacks``). Each fit starts
     with ``stop`` False and ``best_iteration`` None (a resumed fit takes the checkpoint's).
     """
 
@@ -173,6 +179,8 @@ class Trainer:
     interrupted: bool = False
     transform_batch: Callable[[TensorData, torch.Generator], TensorData] | None = None
     fit_callbacks: list[Callback] = field(default_factory=list, init=False, repr=False)
+    validating: bool = field(default=False, init=False, repr=False)
+    _train: TensorData | BatchSource | None = field(default=None, init=False, repr=False)
 
     def fit(
         self,
@@ -203,7 +211,10 @@ class Trainer:
             threads = training_threads(self.config.batch_size, len(train), self.network, self.dist)
         with intra_op_threads(threads):
             self._begin(train, val, resume)
-            return self._run(train, val, mean_weight)
+            try:
+                return self._run(train, val, mean_weight)
+            finally:
+                self._train = None  # the trainer outlives the fit: do not hold its rows
 
     def _run(
         self, train: TensorData | BatchSource, val: TensorData | None, mean_weight: float
@@ -273,6 +284,7 @@ class Trainer:
         cfg = self.config
         self.stop, self.best_iteration = False, None
         self.device = train.device
+        self._train, self.validating = train, val is not None
         self.generator = torch.Generator().manual_seed(cfg.seed)
         self.optimizer = self._optimizer()
         self.steps_per_epoch = train.n_batches(cfg.batch_size)
@@ -367,13 +379,49 @@ class Trainer:
         step = getattr(self, "step", None)
         return step is not None and step.uses_compiled
 
-    def _batches(self, train: TensorData | BatchSource) -> Iterator[tuple[TensorData, int]]:
+    def _batches(
+        self, train: TensorData | BatchSource, generator: torch.Generator | None = None
+    ) -> Iterator[tuple[TensorData, int]]:
         cfg, ctx = self.config, self.dist
+        generator = self.generator if generator is None else generator
         if isinstance(train, TensorData) and cfg.virtual_batch_size is not None:
             world = 1 if ctx is None else ctx.world_size
             multiple = batch_multiple(len(train), cfg.batch_size, cfg.virtual_batch_size, world)
-            return train.iter_batches(cfg.batch_size, self.generator, ctx, multiple)
-        return train.iter_batches(cfg.batch_size, self.generator, ctx)
+            return train.iter_batches(cfg.batch_size, generator, ctx, multiple)
+        return train.iter_batches(cfg.batch_size, generator, ctx)
+
+    @torch.no_grad()
+    def recompute_statistics(self, rows: int = STATISTICS_ROWS) -> None:
+        """Recompute the network's batch-norm statistics for the weights it holds now
+        (:func:`~tabsparse.nn.ghost_bn.fresh_statistics`) from training-mode forward passes,
+        without gradients, over at least ``rows`` training rows (all of them on a smaller
+        table) in training batches. The rows are drawn afresh for each epoch from a generator
+        seeded by the fit's seed and the epoch (the shuffling of the training batches is not
+        touched, and a resumed fit draws the same rows); a distributed fit averages the
+        statistics over its ranks. Only during a fit (the callbacks' hooks)."""
+        train = self._train
+        if train is None:
+            raise RuntimeError("recompute_statistics() needs the rows of a running fit")
+        net, cfg = self.network, self.config
+        seed = (cfg.seed * 1_000_003 + self.epoch + 1) % (1 << 63)
+        generator = torch.Generator().manual_seed(seed)
+        was_training, seen = net.training, 0
+        net.train()
+        try:
+            with (
+                fresh_statistics(net),
+                torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=cfg.amp),
+            ):
+                for batch, global_rows in self._batches(train, generator):
+                    if self.transform_batch is not None:
+                        batch = self.transform_batch(batch, generator)
+                    net(batch.numeric, batch.codes, with_masks=False)
+                    seen += global_rows
+                    if seen >= rows:
+                        break
+        finally:
+            net.train(was_training)
+        average_buffers(net, self.dist)
 
     def checkpoint_state(self) -> dict[str, Any]:
         """Everything needed to continue this fit exactly: weights, optimiser, RNG, history and
