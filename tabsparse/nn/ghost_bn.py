@@ -19,7 +19,13 @@ from torch import nn
 from tabsparse.nn import functional as F
 from tabsparse.nn.functional import virtual_batches
 
-__all__ = ["GhostBatchNorm", "flush_statistics", "fresh_statistics", "virtual_batches"]
+__all__ = [
+    "GhostBatchNorm",
+    "flush_statistics",
+    "fresh_statistics",
+    "statistics_state",
+    "virtual_batches",
+]
 
 _STAT_BUFFERS = frozenset({"running_mean", "running_var", "num_batches_tracked"})
 _FLUSH_EVERY = 64  # bounds the memory held by recorded statistics
@@ -255,6 +261,17 @@ def flush_statistics(module: nn.Module) -> None:
     for m in module.modules():
         if isinstance(m, GhostBatchNorm):
             m.flush_statistics()
+
+
+def statistics_state(module: nn.Module) -> dict[str, torch.Tensor]:
+    """A copy of the running statistics of every ghost batch norm in ``module`` (recorded ones
+    folded in), keyed as in its ``state_dict``: ``module.load_state_dict(saved, strict=False)``
+    puts them back."""
+    return {
+        key: value.clone()
+        for key, value in module.state_dict().items()
+        if key.rsplit(".", 1)[-1] in _STAT_BUFFERS
+    }
 
 
 # the momentum fresh_statistics sets: any positive value below 1 / (calls made) gives every

@@ -41,6 +41,7 @@ from tabsparse.averaging import ExponentialAverage
 from tabsparse.compiling import state_index, state_name
 from tabsparse.distributed import broadcast_int
 from tabsparse.nn import shared_mask
+from tabsparse.nn.ghost_bn import statistics_state
 from tabsparse.optim import SCHEDULES, Schedule
 from tabsparse.training.checkpoints import save_checkpoint, snapshot
 
@@ -247,8 +248,6 @@ class WeightAveraging(Callback):
     average; its statistics are recomputed once, when the fit ends.
     """
 
-    _STATISTICS = ("running_mean", "running_var", "num_batches_tracked")
-
     def __init__(self, decay: float) -> None:
         self.decay = decay
 
@@ -262,8 +261,7 @@ class WeightAveraging(Callback):
     def on_validation_begin(self, trainer: Trainer) -> None:
         self.average.swap()  # the averaged weights into the network
         if trainer.validating:
-            state = trainer.network.state_dict()
-            self._live = {k: v.clone() for k, v in state.items() if k.endswith(self._STATISTICS)}
+            self._live = statistics_state(trainer.network)
             trainer.recompute_statistics()
 
     def on_validation_end(self, trainer: Trainer, record: Record) -> None:
