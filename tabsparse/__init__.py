@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tabsparse.estimators import TabNetClassifier, TabNetPretrainer, TabNetRegressor
     from tabsparse.estimators._persistence import load, save
+    from tabsparse.estimators._refits import RefitImportances, refit_importances
     from tabsparse.explain import Explanation
     from tabsparse.io import ModelFileError
     from tabsparse.losses import SparsemaxLoss, sparsemax_loss
@@ -33,6 +34,7 @@ _EXPORTS: dict[str, str] = {
     "Entmax15": "tabsparse.sparsemax",
     "Explanation": "tabsparse.explain",
     "ModelFileError": "tabsparse.io",
+    "RefitImportances": "tabsparse.estimators._refits",
     "Sparsemax": "tabsparse.sparsemax",
     "SparsemaxLoss": "tabsparse.losses",
     "TabNetClassifier": "tabsparse.estimators",
@@ -40,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "TabNetRegressor": "tabsparse.estimators",
     "entmax15": "tabsparse.sparsemax",
     "load": "tabsparse.estimators._persistence",
+    "refit_importances": "tabsparse.estimators._refits",
     "save": "tabsparse.estimators._persistence",
     "sparsemax": "tabsparse.sparsemax",
     "sparsemax_loss": "tabsparse.losses",
@@ -49,6 +52,7 @@ __all__ = [
     "Entmax15",
     "Explanation",
     "ModelFileError",
+    "RefitImportances",
     "Sparsemax",
     "SparsemaxLoss",
     "TabNetClassifier",
@@ -57,6 +61,7 @@ __all__ = [
     "__version__",
     "entmax15",
     "load",
+    "refit_importances",
     "save",
     "sparsemax",
     "sparsemax_loss",

@@ -22,8 +22,10 @@ class Explanation:
     Attributes
     ----------
     importances : ndarray of shape (n_samples, n_features)
-        The paper's aggregate mask: every step's mask weighted by how much that step contributed
-        to the decision, normalised so that each row sums to one. Embedding channels of a
+        The paper's aggregate mask: every step's mask weighted by how far that step moves the
+        row's outputs (the size of its share of the logits or predictions through the linear
+        head, centred within a softmax: :func:`tabsparse.nn.functional.step_effects`),
+        normalised so that each row sums to one. Embedding channels of a
         categorical column are summed back to that column; a feature group's weight is shared
         equally among its columns.
     masks : ndarray of shape (n_steps, n_samples, n_features)

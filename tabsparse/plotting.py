@@ -44,9 +44,15 @@ def _new_axes(figsize: tuple[float, float]) -> Axes:
 
 
 def _check_fitted(estimator: Any, attributes: Sequence[str]) -> None:
+    from sklearn.exceptions import NotFittedError
     from sklearn.utils.validation import check_is_fitted
 
-    check_is_fitted(estimator, list(attributes))
+    if hasattr(estimator, "fit"):
+        check_is_fitted(estimator, list(attributes))
+    else:  # a result such as tabsparse.RefitImportances, not an estimator
+        missing = [name for name in attributes if not hasattr(estimator, name)]
+        if missing:
+            raise NotFittedError(f"{type(estimator).__name__} has no {', '.join(missing)}")
 
 
 def _feature_names(estimator: Any, n_features: int) -> list[str]:
@@ -74,8 +80,10 @@ def plot_importances(
 
     Parameters
     ----------
-    estimator : TabNetClassifier, TabNetRegressor or TabNetPretrainer
-        A fitted estimator (anything with ``feature_importances_`` works).
+    estimator : TabNetClassifier, TabNetRegressor, TabNetPretrainer or RefitImportances
+        A fitted estimator (anything with ``feature_importances_`` works), or the result of
+        :func:`tabsparse.refit_importances`, whose error bars are then the spread over refits
+        with other seeds.
     top : int or None, default=20
         Show the ``top`` most important columns; ``None`` shows all of them.
     z : float or None, default=2.0

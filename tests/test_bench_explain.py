@@ -220,10 +220,14 @@ def test_stability_table_cells() -> None:
             {"train_rows": b, "held_out": a, "permutation": a},
         ],
         ("t", "hgb"): [{"permutation": b}],
+        ("t", "tabsparse-refits"): [{"train_rows": a}, {"train_rows": a}, {"train_rows": b}],
     }
     table = be.render_real(got, ["t"])
     row = table.splitlines()[-1]
-    assert row.startswith("| t | 6 | 4.0 / 0.94 (2) | 5.0 / 1.00 (2) | 5.0 / 1.00 (2) |")
+    # the refit means: pairs share 5, 4, 4 of the top five
+    assert row.startswith(
+        "| t | 6 | 4.0 / 0.94 (2) | 5.0 / 1.00 (2) | 5.0 / 1.00 (2) | 4.3 / 0.96 (3) |"
+    )
     assert row.endswith("| 4.0 |")  # held-out a vs HGB's b: 4 of 5
 
 
@@ -237,7 +241,9 @@ def test_top_k_table_cells() -> None:
         ]
     }
     row = be.render_topk(got, ["t"]).splitlines()[-1]
-    assert row == "| t | 0.0 / 3.0 / 4.0 | 1.0 / 3.0 / 5.0 | 1.0 / 3.0 / 5.0 |  |  |"  # 1st swapped
+    assert (
+        row == "| t | 0.0 / 3.0 / 4.0 | 1.0 / 3.0 / 5.0 | 1.0 / 3.0 / 5.0 |  |  |  |"
+    )  # 1st swapped
 
 
 def test_rows_match_the_learning_rate_auto_resolves_to() -> None:

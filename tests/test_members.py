@@ -50,15 +50,15 @@ def inputs(n: int = 40, seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
 def alone(net: TabNet, m: int, numeric: torch.Tensor, codes: torch.Tensor) -> tuple:
     """Member ``m`` run by itself in eval mode: the shared encoder on the inputs times its
     scale, then its block of the head. Returns (logits, masks (n_steps, n, groups), step
-    importance (n_steps, n))."""
+    importance (n_steps, n): the size of each step's share of the member's logits, as the
+    network has no output groups)."""
     x = net.inputs(numeric, codes) * net.member_scale[m, 0]
-    enc = net.encoder(x)
+    enc = net.encoder(x, keep_decisions=True)
     out = net.n_outputs
-    logits = (
-        enc.output @ net.head.weight[m * out : (m + 1) * out].T
-        + net.head.bias[m * out : (m + 1) * out]
-    )
-    return logits, enc.masks, enc.step_importance
+    weight = net.head.weight[m * out : (m + 1) * out]
+    logits = enc.output @ weight.T + net.head.bias[m * out : (m + 1) * out]
+    eta = torch.stack([(d @ weight.T).abs().sum(dim=1) for d in enc.decisions])
+    return logits, enc.masks, eta
 
 
 def frame(n: int = 300, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:

@@ -378,13 +378,15 @@ class TabNetSupervised(TabNetBase):
         return False
 
     def _build_network(self, seed: int) -> TabNet:
-        n_outputs = self._target().n_network_outputs
+        target = self._target()
+        n_outputs = target.n_network_outputs
         n_members, numeric_embedding, first_mask, cat_emb_dim = network_architecture(self)
         return self._seeded_network(
             seed,
             lambda: TabNet(
                 **{**self._network_kwargs(), "first_mask": first_mask, "cat_emb_dim": cat_emb_dim},
                 n_outputs=n_outputs,
+                output_groups=target.output_groups,
                 numeric_embedding=numeric_embedding,
                 # getattr: estimators pickled before this parameter existed
                 numeric_embedding_dim=getattr(self, "numeric_embedding_dim", 8),

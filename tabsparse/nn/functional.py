@@ -420,11 +420,41 @@ def encoder_training(
     return output, entropy
 
 
+def step_effects(decisions: Tensor, weight: Tensor, centre: Tensor | None) -> Tensor:
+    """How far each step moves each row's outputs through a linear head: ``(n_steps, k, n)``.
+
+    The head's outputs are ``bias + sum_b W d_b``, so ``W d_b`` is exactly step ``b``'s share
+    of them; its size, ``sum_o |(C W d_b)_o|``, weights the step's mask in the importances.
+    ``decisions`` ``(n_steps, k, n, n_d)`` (the ReLU'd decision of each step, ``k`` members of
+    ``n`` rows each), ``weight`` ``(k, n_outputs, n_d)`` (each member's block of the head),
+    ``centre`` ``(n_outputs, n_outputs)`` or None: the projection that subtracts, within each
+    group of outputs whose common shift changes no prediction (a softmax's logits), the group's
+    mean, so that only what tells the outputs apart counts."""
+    effects = torch.einsum("skni,koi->skno", decisions, weight)
+    if centre is not None:
+        effects = effects @ centre
+    return effects.abs().sum(dim=-1)
+
+
+def centring(groups: Sequence[Sequence[int]], n_outputs: int) -> Tensor | None:
+    """The ``(n_outputs, n_outputs)`` matrix ``C`` with ``y @ C`` = ``y`` less the mean of each
+    of ``groups`` (lists of output indices) within it; None for no groups."""
+    if not groups:
+        return None
+    centre = torch.eye(n_outputs)
+    for group in groups:
+        index = torch.as_tensor(list(group), dtype=torch.int64)
+        centre[index.unsqueeze(1), index] -= 1.0 / len(index)
+    return centre
+
+
 def importances(masks: Tensor, step_importance: Tensor) -> Tensor:
     """Per-row importances over groups ``(n, n_groups)`` (the paper's aggregate mask):
-    ``sum_b eta_b M_b`` normalised per row; a row whose decision outputs are all zero falls
-    back to the plain mean of its masks. ``masks`` ``(n_steps, n, n_groups)``,
-    ``step_importance`` ``(n_steps, n)``. For reading, not differentiating (in place)."""
+    ``sum_b eta_b M_b`` normalised per row, where ``eta_b`` is step ``b``'s weight (the size of
+    its effect on the outputs, :func:`step_effects`, or without a head the paper's sum of its
+    decision); a row whose steps all weigh zero falls back to the plain mean of its masks.
+    ``masks`` ``(n_steps, n, n_groups)``, ``step_importance`` ``(n_steps, n)``. For reading,
+    not differentiating (in place)."""
     agg = masks[0] * step_importance[0].unsqueeze(-1)
     for mask, eta in zip(masks[1:], step_importance[1:], strict=True):
         agg.addcmul_(mask, eta.unsqueeze(-1))

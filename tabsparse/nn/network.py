@@ -19,7 +19,9 @@ from tabsparse.nn.inputs import TabularInput
 
 class NetworkOutput(NamedTuple):
     """``logits (n, n_outputs)``, ``masks (n_steps, n, n_groups)``, scalar ``sparsity_loss``,
-    ``step_importance (n_steps, n)``.
+    ``step_importance (n_steps, n)``: each step's weight in the importances, the size of its
+    effect on the logits through the head (:func:`~tabsparse.nn.functional.step_effects`; with
+    ``with_masks=False`` empty).
 
     A network of ``k > 1`` members (:class:`TabNet` ``n_members``) returns the mean of its
     members' logits, their masks and step importances one member after the other (``k *
@@ -159,8 +161,10 @@ class TabNetBody(nn.Module):
     ) -> torch.Tensor:
         """Each member's per-row importances ``(n_members, n, n_features)``, rows sum to one.
 
-        ``sum_b eta_b M_b`` over the member's steps, normalised per row; a row whose decision
-        outputs are all zero falls back to the plain mean of its masks. (Computed over groups,
+        ``sum_b eta_b M_b`` over the member's steps, normalised per row, with ``eta_b`` the
+        ``step_importance`` of :meth:`forward` (:class:`TabNet`: the size of step ``b``'s
+        effect on the outputs); a row whose steps all weigh zero falls back to the plain mean
+        of its masks. (Computed over groups,
         then spread over columns: spreading is linear and keeps row sums.)
         """
         k = self.n_members
@@ -199,6 +203,11 @@ class TabNet(TabNetBody):
         (:class:`~tabsparse.nn.numeric_embedding.PeriodicEmbedding`), selected as one unit.
     numeric_embedding_dim : int
         Channels per numeric column with a numeric embedding (>= 2).
+    output_groups : sequence of sequences of int, optional
+        Groups of outputs whose common shift changes no prediction (the logits of one softmax
+        or sparsemax; disjoint). The importances weight each step's mask by the size of the
+        step's effect on the outputs through the head (:func:`~tabsparse.nn.functional.
+        step_effects`), centred within these groups. None: every output counts as it is.
     n_members : int
         Members of the ensemble inside the network (>= 1), in the manner of TabM's "mini"
         ensembles (Gorishniy et al., 2025): every member runs the same encoder on the inputs
@@ -219,6 +228,8 @@ class TabNet(TabNetBody):
     (torch.Size([8, 3]), torch.Size([2, 8, 3]))
     """
 
+    output_centre: torch.Tensor | None
+
     def __init__(
         self,
         *,
@@ -232,11 +243,18 @@ class TabNet(TabNetBody):
         grouped_features: Sequence[Sequence[int]] | None = None,
         numeric_embedding: str | None = None,
         numeric_embedding_dim: int = 8,
+        output_groups: Sequence[Sequence[int]] | None = None,
         n_members: int = 1,
         **encoder_kwargs: object,
     ) -> None:
         if n_outputs < 1:
             raise ValueError(f"{n_outputs=} must be >= 1")
+        groups = [[int(o) for o in group] for group in output_groups or ()]
+        flat = [o for group in groups for o in group]
+        if any(not group for group in groups) or len(set(flat)) != len(flat):
+            raise ValueError(f"output_groups must be disjoint non-empty groups, got {groups}")
+        if any(not 0 <= o < n_outputs for o in flat):
+            raise ValueError(f"output_groups {groups} name an output outside 0 .. {n_outputs - 1}")
         if n_members < 1:
             raise ValueError(f"{n_members=} must be >= 1")
         super().__init__(
@@ -252,6 +270,9 @@ class TabNet(TabNetBody):
             **encoder_kwargs,
         )
         self.n_outputs = n_outputs
+        self.output_groups = groups
+        # not in the state dict: model files rebuild it from the target
+        self.register_buffer("output_centre", F.centring(groups, n_outputs), persistent=False)
         self._n_members = n_members
         self.head = nn.Linear(self.encoder.n_d, n_members * n_outputs)
         if n_members > 1:
@@ -265,20 +286,26 @@ class TabNet(TabNetBody):
         (``masks`` and ``step_importance`` are then empty); prediction needs neither."""
         x = self.inputs(numeric, codes)
         k = self.n_members
+        # networks pickled before output_groups existed weight steps by the paper's eta
+        effects = with_masks and hasattr(self, "output_groups")
         if k == 1:
-            enc = self.encoder(x, with_masks=with_masks)
+            enc = self.encoder(x, with_masks=with_masks, keep_decisions=effects)
+            step_importance = self._step_effects(enc.decisions) if effects else enc.step_importance
             return NetworkOutput(
-                self.head(enc.output), enc.masks, enc.sparsity_loss, enc.step_importance
+                self.head(enc.output), enc.masks, enc.sparsity_loss, step_importance
             )
         n = x.shape[0]
         enc = self.encoder(
-            (x.unsqueeze(0) * self.member_scale).reshape(k * n, -1), with_masks=with_masks
+            (x.unsqueeze(0) * self.member_scale).reshape(k * n, -1),
+            with_masks=with_masks,
+            keep_decisions=effects,
         )
         # member m's rows m * n ... (m + 1) * n - 1 through member m's block of the head
         weight = self.head.weight.view(k, self.n_outputs, -1).transpose(1, 2)
         bias = self.head.bias.view(k, 1, self.n_outputs)
         member_logits = torch.baddbmm(bias, enc.output.view(k, n, -1), weight)
-        masks, step_importance = enc.masks, enc.step_importance
+        masks = enc.masks
+        step_importance = self._step_effects(enc.decisions) if effects else enc.step_importance
         if with_masks:  # (n_steps, k * n, ...) -> (k * n_steps, n, ...), member by member
             steps = masks.shape[0]
             masks = masks.view(steps, k, n, -1).transpose(0, 1).reshape(k * steps, n, -1)
@@ -288,3 +315,18 @@ class TabNet(TabNetBody):
         return NetworkOutput(
             member_logits.mean(dim=0), masks, enc.sparsity_loss, step_importance, member_logits
         )
+
+    def _step_effects(self, decisions: torch.Tensor | None) -> torch.Tensor:
+        """Each step's weight in the importances ``(n_steps, k * n)``: the size of its effect
+        on the outputs through each member's block of the head (:func:`F.step_effects`)."""
+        assert decisions is not None
+        steps, rows, n_d = decisions.shape
+        k = self.n_members
+        weight = self.head.weight.view(k, self.n_outputs, n_d)
+        centre = self.output_centre
+        effects = F.step_effects(
+            decisions.view(steps, k, rows // k, n_d),
+            weight.to(decisions.dtype),
+            None if centre is None else centre.to(decisions.dtype),
+        )
+        return effects.reshape(steps, rows)

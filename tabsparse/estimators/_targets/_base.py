@@ -39,6 +39,14 @@ class Target:
     def n_network_outputs(self) -> int:
         raise NotImplementedError
 
+    @property
+    def output_groups(self) -> list[list[int]]:
+        """Groups of network outputs whose common shift changes no prediction (a softmax's or a
+        sparsemax's logits): the network centres each step's effect within them before
+        weighting the step's mask by its size (:func:`tabsparse.nn.functional.step_effects`).
+        No groups by default: every output counts as it is (regression, independent sigmoids)."""
+        return []
+
     @classmethod
     def fit(cls, y: Any) -> tuple[Target, np.ndarray]:
         """Learn the target from a fit's ``y``; return it and the encoded ``y``."""

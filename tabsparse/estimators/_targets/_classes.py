@@ -73,6 +73,10 @@ class ClassLabels(Target):
     def n_network_outputs(self) -> int:
         return len(self.classes)
 
+    @property
+    def output_groups(self) -> list[list[int]]:
+        return [list(range(len(self.classes)))]  # one softmax
+
     def loss(self) -> LossFn:
         def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
             return F.cross_entropy(logits, target, reduction="none")

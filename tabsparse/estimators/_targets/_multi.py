@@ -169,6 +169,10 @@ class SparsemaxMultiLabel(MultiLabel):
     def n_network_outputs(self) -> int:
         return self.n_outputs + 1  # the "no label" pseudo-label
 
+    @property
+    def output_groups(self) -> list[list[int]]:
+        return [list(range(self.n_outputs + 1))]  # one sparsemax over the labels
+
     def loss(self) -> LossFn:
         def sparse(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
             return sparsemax_loss(logits, mo.with_empty_label(target), reduction="none")
@@ -267,6 +271,11 @@ class MultiTask(_MultiColumn):
     @property
     def n_network_outputs(self) -> int:
         return self.offsets[-1]
+
+    @property
+    def output_groups(self) -> list[list[int]]:
+        bounds = self.offsets
+        return [list(range(bounds[j], bounds[j + 1])) for j in range(len(bounds) - 1)]
 
     def loss(self) -> LossFn:
         offsets = self.offsets
