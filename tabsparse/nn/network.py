@@ -164,8 +164,8 @@ class TabNetBody(nn.Module):
         ``sum_b eta_b M_b`` over the member's steps, normalised per row, with ``eta_b`` the
         ``step_importance`` of :meth:`forward` (:class:`TabNet`: the size of step ``b``'s
         effect on the outputs); a row whose steps all weigh zero falls back to the plain mean
-        of its masks. (Computed over groups,
-        then spread over columns: spreading is linear and keeps row sums.)
+        of its masks. (Computed over groups, then spread over columns: spreading is linear and
+        keeps row sums.)
         """
         k = self.n_members
         if k == 1:  # a view: no copy of the importances
