@@ -194,7 +194,7 @@ def run_syn(name: str, model: str, seed: int, n_train: int, n_test: int) -> dict
         imp = np.asarray(est.explain(Xte_)[0])
     score = _scorer("binary", est)
     tpr, fdr = tpr_fdr(imp, rel_te)
-    return {
+    out = {
         **info,
         "auc": score(Xte_, yte),
         "tpr": tpr,
@@ -204,6 +204,32 @@ def run_syn(name: str, model: str, seed: int, n_train: int, n_test: int) -> dict
         "n_selected": float((imp > 0).sum(1).mean()),
         "faithfulness": faithfulness(lambda Z: score(Z, yte), Xte_, imp, seed),
     }
+    if model == "tabsparse":  # the same fit, explained by its effects (draws: the test rows)
+        eff = est.explain_effects(Xte_, n_draws=EFFECT_DRAWS, random_state=seed)
+        chosen = np.where(eff.selected, eff.importances, 0.0)
+        e_tpr, e_fdr = tpr_fdr(chosen, rel_te)
+        out |= {
+            "effects_tpr": e_tpr,
+            "effects_fdr": e_fdr,
+            "effects_mask_auc": mask_auc(eff.importances, rel_te),
+            "effects_switch_rate": selection_rate(chosen, SWITCH),
+            "effects_n_selected": float(eff.selected.sum(1).mean()),
+            "effects_faithfulness": faithfulness(
+                lambda Z: score(Z, yte), Xte_, eff.importances, seed
+            ),
+        }
+    return out
+
+
+EFFECT_DRAWS = 8  # explain_effects' n_draws (its default)
+#: what a stored tabsparse row must hold to be reused (rows from before explain_effects lack it)
+EFFECT_KEYS = {"syn": "effects_mask_auc", "real": "effects_held_out"}
+
+
+def effect_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """tabsparse Syn rows with their ``explain_effects`` figures in the places of the masks'."""
+    keys = ("tpr", "fdr", "mask_auc", "switch_rate", "n_selected", "faithfulness")
+    return [{**r, **{k: r[f"effects_{k}"] for k in keys}} for r in rows if "effects_tpr" in r]
 
 
 def _sample(n: int, cap: int) -> np.ndarray:
@@ -239,6 +265,12 @@ def run_real(name: str, model: str, seed: int) -> dict[str, Any]:
             "score": score(s.X_test, s.y_test),
             "train_rows": [float(v) for v in est.feature_importances_],
             "held_out": [float(v) for v in est.explain(held).importances.mean(0)],
+            "effects_held_out": [
+                float(v)
+                for v in est.explain_effects(
+                    held, n_draws=EFFECT_DRAWS, random_state=seed
+                ).global_importances()[0]
+            ],
             "permutation": [float(v) for v in pi.importances_mean],
             "faithfulness": faithfulness(
                 lambda Z: score(Z, yf), Xf, est.explain(Xf).importances, seed
@@ -336,6 +368,8 @@ def find_row(
         fitted = row.get("n_members_")
         if params is None:
             continue
+        if key["model"] == "tabsparse" and EFFECT_KEYS[key["part"]] not in row:
+            continue
         if with_auto_resolved(_completed(params), n_rows, fitted, kind) == target:
             return row
     return None
@@ -367,8 +401,11 @@ def _faith_cells(rows: list[dict[str, Any]], kind: str) -> list[str]:
     return cells
 
 
-def render_syn(got: dict[tuple[str, str], list[dict[str, Any]]]) -> str:
-    models = [m for m in ("tabsparse", "pytorch-tabnet") if any(k[1] == m for k in got)]
+def render_syn(
+    got: dict[tuple[str, str], list[dict[str, Any]]],
+    candidates: Sequence[str] = ("tabsparse", "pytorch-tabnet"),
+) -> str:
+    models = [m for m in candidates if any(k[1] == m for k in got)]
     lines = [
         "| table | Bayes AUC | paper's TabNet AUC | "
         + " | ".join(f"{m} AUC | TPR / FDR % | mask AUC | switch % | selected" for m in models)
@@ -406,6 +443,7 @@ def render_syn(got: dict[tuple[str, str], list[dict[str, Any]]]) -> str:
 STABILITY_COLUMNS = (
     ("tabsparse", "train_rows", "tabsparse `feature_importances_` (training rows)"),
     ("tabsparse", "held_out", "tabsparse `explain` on held-out rows"),
+    ("tabsparse", "effects_held_out", "tabsparse `explain_effects` on held-out rows"),
     ("tabsparse", "permutation", "permutation importance of tabsparse"),
     ("tabsparse-refits", "train_rows", "tabsparse, mean of 3 refits"),
     ("lightgbm-bagged", "gain", "LightGBM gain, bagged"),
@@ -423,7 +461,7 @@ def render_real(got: dict[tuple[str, str], list[dict[str, Any]]], tables: list[s
     for name in tables:
         cells = [name, ""]
         for model, field, _ in STABILITY_COLUMNS:
-            rows = got.get((name, model), [])
+            rows = [r for r in got.get((name, model), []) if field in r]
             if rows:
                 cells[1] = str(len(rows[0][field]))
             ov, rho = mean_pairwise([r[field] for r in rows])
@@ -438,6 +476,7 @@ def render_real(got: dict[tuple[str, str], list[dict[str, Any]]], tables: list[s
 TOPK_COLUMNS = (
     ("tabsparse", "train_rows", "tabsparse, training rows"),
     ("tabsparse", "held_out", "tabsparse, held-out rows"),
+    ("tabsparse", "effects_held_out", "tabsparse effects, held-out rows"),
     ("tabsparse", "permutation", "tabsparse permutation"),
     ("tabsparse-refits", "train_rows", "tabsparse, mean of 3 refits"),
     ("lightgbm-bagged", "gain", "LightGBM gain, bagged"),
@@ -454,7 +493,7 @@ def render_topk(got: dict[tuple[str, str], list[dict[str, Any]]], tables: list[s
     for name in tables:
         cells = [name]
         for model, field, _ in TOPK_COLUMNS:
-            vectors = [r[field] for r in got.get((name, model), [])]
+            vectors = [r[field] for r in got.get((name, model), []) if field in r]
             parts = [mean_pairwise(vectors, k)[0] for k in (1, 3, 5)]
             cells.append(" / ".join(f"{v:.1f}" for v in parts) if len(vectors) > 1 else "")
         lines.append("| " + " | ".join(cells) + " |")
@@ -470,7 +509,7 @@ def render_faith(
         "|---|---|---|---:|---|---|---|",
     ]
     for (name, model), rows in list(syn.items()) + list(real.items()):
-        if model not in ("tabsparse", "pytorch-tabnet") or not rows:
+        if model not in ("tabsparse", EFFECTS, "pytorch-tabnet") or not rows:
             continue
         kind = "binary" if name in SYN else TASK_BY_NAME[name].kind
         metric = "RMSE, % rise" if kind == "regression" else "AUC, points lost"
@@ -504,6 +543,11 @@ def render(
         }
     )
     commits = sorted({r.get("commit", "?") for r in ts})
+    effects = {
+        (name, EFFECTS): effect_rows(rows)
+        for (name, model), rows in syn.items()
+        if model == "tabsparse" and effect_rows(rows)
+    }
     load = load_average()
     busy = f"; load average {load:.2f} when written" if load is not None else ""
     cpu = {
@@ -527,10 +571,19 @@ def render(
             "`bench_explain.py`; what it means for a user: [docs/trust.md](../docs/trust.md).",
         ]
         + (["", SYN_INTRO, "", render_syn(syn)] if syn else [])
+        + (["", EFFECTS_INTRO, "", render_syn(effects, [EFFECTS])] if effects else [])
         + (["", STABILITY_INTRO, "", render_real(real, tables)] if real else [])
         + (["", TOPK_INTRO, "", render_topk(real, tables)] if real else [])
-        + ["", FAITH_INTRO, "", render_faith(syn, real)]
+        + ["", FAITH_INTRO, "", render_faith({**syn, **effects}, real)]
     )
+
+
+EFFECTS = "tabsparse `explain_effects`"
+EFFECTS_INTRO = (
+    f"**{EFFECTS}**: the same tabsparse fits explained by how far each column moves each row's "
+    "prediction when replaced by marginal draws (8 draws from the test rows); *selected*: "
+    "features whose share of the row's effects is at least 5% (`Effects.selected`). Same goals."
+)
 
 
 SYN_INTRO = (

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from tabsparse.estimators import TabNetClassifier, TabNetPretrainer, TabNetRegressor
     from tabsparse.estimators._persistence import load, save
     from tabsparse.estimators._refits import RefitImportances, refit_importances
-    from tabsparse.explain import Explanation
+    from tabsparse.explain import Effects, Explanation
     from tabsparse.io import ModelFileError
     from tabsparse.losses import SparsemaxLoss, sparsemax_loss
     from tabsparse.sparsemax import Entmax15, Sparsemax, entmax15, sparsemax
@@ -31,6 +31,7 @@ __version__ = "0.1.0"
 
 #: Each public name and the module that defines it.
 _EXPORTS: dict[str, str] = {
+    "Effects": "tabsparse.explain",
     "Entmax15": "tabsparse.sparsemax",
     "Explanation": "tabsparse.explain",
     "ModelFileError": "tabsparse.io",
@@ -49,6 +50,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "Effects",
     "Entmax15",
     "Explanation",
     "ModelFileError",

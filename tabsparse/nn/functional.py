@@ -430,10 +430,17 @@ def step_effects(decisions: Tensor, weight: Tensor, centre: Tensor | None) -> Te
     ``centre`` ``(n_outputs, n_outputs)`` or None: the projection that subtracts, within each
     group of outputs whose common shift changes no prediction (a softmax's logits), the group's
     mean, so that only what tells the outputs apart counts."""
-    effects = torch.einsum("skni,koi->skno", decisions, weight)
+    return output_size(torch.einsum("skni,koi->skno", decisions, weight), centre)
+
+
+def output_size(change: Tensor, centre: Tensor | None) -> Tensor:
+    """The size ``sum_o |(change @ C)_o|`` of a change of the outputs (last dimension), centred
+    by ``centre`` (:func:`centring`; None: as it is): what a step's share of the outputs
+    (:func:`step_effects`) and a column's replacement (:mod:`tabsparse.training.effects`)
+    are measured by."""
     if centre is not None:
-        effects = effects @ centre
-    return effects.abs().sum(dim=-1)
+        change = change @ centre
+    return change.abs().sum(dim=-1)
 
 
 def centring(groups: Sequence[Sequence[int]], n_outputs: int) -> Tensor | None:
