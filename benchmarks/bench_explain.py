@@ -209,6 +209,7 @@ def run_syn(name: str, model: str, seed: int, n_train: int, n_test: int) -> dict
         chosen = np.where(eff.selected, eff.importances, 0.0)
         e_tpr, e_fdr = tpr_fdr(chosen, rel_te)
         out |= {
+            "effects_sampling": EFFECT_SAMPLING,
             "effects_tpr": e_tpr,
             "effects_fdr": e_fdr,
             "effects_mask_auc": mask_auc(eff.importances, rel_te),
@@ -224,6 +225,8 @@ def run_syn(name: str, model: str, seed: int, n_train: int, n_test: int) -> dict
 EFFECT_DRAWS = 8  # explain_effects' n_draws (its default)
 #: what a stored tabsparse row must hold to be reused (rows from before explain_effects lack it)
 EFFECT_KEYS = {"syn": "effects_mask_auc", "real": "effects_held_out"}
+#: how explain_effects draws (rows of an earlier way are measured again)
+EFFECT_SAMPLING = "stratified"
 
 
 def effect_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -265,6 +268,7 @@ def run_real(name: str, model: str, seed: int) -> dict[str, Any]:
             "score": score(s.X_test, s.y_test),
             "train_rows": [float(v) for v in est.feature_importances_],
             "held_out": [float(v) for v in est.explain(held).importances.mean(0)],
+            "effects_sampling": EFFECT_SAMPLING,
             "effects_held_out": [
                 float(v)
                 for v in est.explain_effects(
@@ -368,7 +372,9 @@ def find_row(
         fitted = row.get("n_members_")
         if params is None:
             continue
-        if key["model"] == "tabsparse" and EFFECT_KEYS[key["part"]] not in row:
+        if key["model"] == "tabsparse" and (
+            EFFECT_KEYS[key["part"]] not in row or row.get("effects_sampling") != EFFECT_SAMPLING
+        ):
             continue
         if with_auto_resolved(_completed(params), n_rows, fitted, kind) == target:
             return row

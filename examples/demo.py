@@ -83,6 +83,8 @@ def main() -> None:
         print(f"  {tabnet.feature_names_in_[j]:<10}{tabnet.feature_importances_[j]:7.3f}  {bar}")
 
     exp = tabnet.explain(X_test.iloc[:2])
+    # what moved each prediction: each column replaced by values of other (training) rows
+    effects = tabnet.explain_effects(X_test.iloc[:2], background=X_train.iloc[:2000])
     for row in range(2):
         print(f"\nrow {row}: {X_test.iloc[row].to_dict()}")
         for step in range(exp.masks.shape[0]):
@@ -92,6 +94,8 @@ def main() -> None:
                 if exp.masks[step, row, j] > 0.01
             ]
             print(f"  step {step + 1}: " + ", ".join(chosen))
+        moved = ", ".join(f"{name} {share:.2f}" for name, share in effects.top_features(row, 3))
+        print(f"  moved the prediction most: {moved}")
 
     write_plots(tabnet, tabnet.explain(X_test.iloc[:8]), Path(args.out))
 

@@ -58,6 +58,21 @@ class _RowImportances:
         """
         return global_importances(self.importances)
 
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        """The mean of :meth:`global_importances`: what ``plot_importances`` draws."""
+        return self.global_importances()[0]
+
+    @property
+    def feature_importances_std_(self) -> np.ndarray:
+        """The standard error of :meth:`global_importances` (over the explained rows)."""
+        return self.global_importances()[1]
+
+    @property
+    def feature_names_in_(self) -> np.ndarray:
+        """``feature_names`` as an array, as on a fitted estimator."""
+        return np.asarray(self.feature_names, dtype=object)
+
     def negligible(
         self,
         *,
@@ -131,8 +146,8 @@ class Effects(_RowImportances):
     effects : ndarray of shape (n_samples, n_features)
         The mean size of the change of the row's outputs over the draws (logits of a
         classifier, centred within a softmax; predictions of a regressor, in the network's
-        standardised units; :mod:`tabsparse.training.effects`). Exactly zero where the network
-        does not read the column in that row.
+        standardised units; :mod:`tabsparse.training.effects`). With a shared first mask,
+        exactly zero where no step reads the column in that row.
     feature_names : list of str
         The column names, in the order of the last axis.
     material_share : float

@@ -80,10 +80,12 @@ def plot_importances(
 
     Parameters
     ----------
-    estimator : TabNetClassifier, TabNetRegressor, TabNetPretrainer or RefitImportances
-        A fitted estimator (anything with ``feature_importances_`` works), or the result of
+    estimator : TabNetClassifier, TabNetRegressor, TabNetPretrainer, RefitImportances, \
+Explanation or Effects
+        A fitted estimator (anything with ``feature_importances_`` works), the result of
         :func:`tabsparse.refit_importances`, whose error bars are then the spread over refits
-        with other seeds.
+        with other seeds, or what ``explain(X)`` / ``explain_effects(X)`` return (the mean over
+        their rows and its standard error).
     top : int or None, default=20
         Show the ``top`` most important columns; ``None`` shows all of them.
     z : float or None, default=2.0

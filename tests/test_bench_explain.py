@@ -176,7 +176,8 @@ def test_find_row_matches_seed_config_and_parameters() -> None:
     one = {**today, "n_members": "1"}
     four = {**today, "n_members": "4"}
     written_out = {**four, "numeric_embedding": "'periodic'", "first_mask": "'shared'"}
-    eff = {"effects_mask_auc": 0.9}  # rows from before explain_effects lack it: refitted
+    # rows from before explain_effects, or with its earlier independent draws: refitted
+    eff = {"effects_mask_auc": 0.9, "effects_sampling": "stratified"}
     rows = [
         {**key, "tabsparse_params": {**old, "gamma": "1.5"}, "auc": 0.1, **eff},
         {**key, "tabsparse_params": old, "auc": 0.2, **eff},
@@ -184,8 +185,10 @@ def test_find_row_matches_seed_config_and_parameters() -> None:
         {**key, "config": "d", "tabsparse_params": four, "auc": 0.4, **eff},
         {**key, "config": "e", "tabsparse_params": written_out, "auc": 0.5, **eff},
         {**key, "config": "h", "tabsparse_params": written_out, "auc": 0.7},
+        {**key, "config": "i", "tabsparse_params": written_out, "auc": 0.8, "effects_mask_auc": 1},
     ]
     assert be.find_row(rows, {**key, "config": "h"}, today, n_rows=100, kind="binary") is None
+    assert be.find_row(rows, {**key, "config": "i"}, today, n_rows=100, kind="binary") is None
     assert today["n_members"] == today["numeric_embedding"] == today["first_mask"] == "'auto'"
     multi = "multiclass"  # "auto": no embedding; the first mask shared only with members
     # a row from before the architecture parameters existed is one member, no embedding and the
@@ -298,3 +301,31 @@ def test_rows_match_the_cat_emb_dim_auto_resolves_to() -> None:
         {**regressor, "numeric_embedding_dim": "4"}, 50_000, kind="regression"
     )
     assert narrow["cat_emb_dim"] == "4"
+
+
+def test_effect_rows_take_the_places_of_the_masks_figures() -> None:
+    be = pytest.importorskip("bench_explain")
+    faith = {"base": 0.8, "top1": 0.6, "rand1": 0.78}
+    row = {
+        "auc": 0.81,
+        "tpr": 100.0,
+        "fdr": 55.0,
+        "mask_auc": 0.94,
+        "switch_rate": 100.0,
+        "n_selected": 9.0,
+        "faithfulness": faith,
+        "effects_tpr": 93.0,
+        "effects_fdr": 6.5,
+        "effects_mask_auc": 0.987,
+        "effects_switch_rate": 97.0,
+        "effects_n_selected": 4.0,
+        "effects_faithfulness": {**faith, "top1": 0.5},
+    }
+    old = {k: v for k, v in row.items() if not k.startswith("effects_")}
+    got = be.effect_rows([row, old])  # a row from before explain_effects is left out
+    assert len(got) == 1
+    assert (got[0]["tpr"], got[0]["fdr"], got[0]["mask_auc"]) == (93.0, 6.5, 0.987)
+    assert got[0]["faithfulness"]["top1"] == 0.5 and got[0]["auc"] == 0.81
+    table = be.render_syn({("Syn4", be.EFFECTS): got}, [be.EFFECTS])
+    line = next(ln for ln in table.splitlines() if ln.startswith("| Syn4 |"))
+    assert "| 93 / 6 | 0.987 | 97 | 4.0 |" in line

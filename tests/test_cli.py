@@ -541,3 +541,34 @@ def test_a_pretrainer_file_is_explained_and_described_but_not_predicted(
     assert pd.read_csv(out).columns.tolist() == ["a", "b", "c"]
     rc, _, err = run(capsys, "predict", path, workdir / "new.csv", "-o", workdir / "p.csv")
     assert_one_line_error(rc, err, "TabNetPretrainer", "makes no predictions")
+
+
+def test_explain_effects_writes_the_effect_shares(
+    capsys: pytest.CaptureFixture[str], workdir: Path, classifier_file: Path, model_io
+) -> None:  # type: ignore[no-untyped-def]
+    out = workdir / "effects.csv"
+    rc, _, err = run(
+        capsys, "explain", classifier_file, workdir / "new.csv", "-o", out, "--effects"
+    )
+    assert rc == 0, err
+    written = pd.read_csv(out)
+    new = pd.read_csv(workdir / "new.csv")
+    expected = model_io.load(classifier_file).explain_effects(new[["a", "b", "c"]])
+    assert written.columns.tolist() == ["a", "b", "c"]
+    np.testing.assert_allclose(written.to_numpy(), expected.importances, rtol=1e-6, atol=1e-9)
+    rc, _, err = run(
+        capsys,
+        "explain",
+        classifier_file,
+        workdir / "new.csv",
+        "-o",
+        out,
+        "--effects",
+        "--plot",
+        workdir / "x.png",
+    )
+    assert_one_line_error(rc, err, "--plot", "cannot be combined with --effects")
+    one = workdir / "one.csv"
+    new.iloc[:1].to_csv(one, index=False)
+    rc, _, err = run(capsys, "explain", classifier_file, one, "-o", out, "--effects")
+    assert_one_line_error(rc, err, "has 1 row", "needs at least 2")

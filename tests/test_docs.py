@@ -105,6 +105,7 @@ def test_demo_runs_in_fast_mode(tmp_path: Path) -> None:
     run = run_example("examples/demo.py", "--max-epochs", "2", "--out", str(tmp_path))
     assert run.returncode == 0, run.stderr[-2000:]
     assert "HistGradientBoostingRegressor" in run.stdout
+    assert run.stdout.count("moved the prediction most: ") == 2
     assert {p.name for p in tmp_path.iterdir()} == {"importances.png", "masks.png", "history.png"}
 
 

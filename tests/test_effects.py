@@ -93,6 +93,7 @@ def test_a_column_no_step_reads_moves_nothing() -> None:
     X = _table(n=400, noise=8, seed=3)
     y = (X["a"] > 0).astype(int).to_numpy()
     est = TabNetClassifier(**{**TINY_FIT, "max_epochs": 8}).fit(X, y)
+    assert est.first_mask_ == "shared"  # with the per-row first mask every column can steer
     masks = est.explain(X.iloc[:200]).masks
     unread = (masks == 0).all(axis=0)
     assert unread.any() and not unread.all()  # the test needs both kinds of cells
@@ -178,3 +179,50 @@ def test_core_refuses_bad_places_and_draws(binary) -> None:
         column_effects(est.network_, data, data, [("numeric", 4)], n_draws=1, generator=g)
     with pytest.raises(ValueError, match=r"column place \('other', 0\)"):
         column_effects(est.network_, data, data, [("other", 0)], n_draws=1, generator=g)
+
+
+class _Recorder(torch.nn.Module):
+    """A stand-in network whose output is its first numeric column: the effect of column 0 is
+    then the mean distance of the drawn values from the row's own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[torch.Tensor] = []
+
+    def forward(self, numeric: torch.Tensor, codes: torch.Tensor, *, with_masks: bool):  # type: ignore[no-untyped-def]
+        from tabsparse.nn.network import NetworkOutput
+
+        self.seen.append(numeric[:, 0].clone())
+        return NetworkOutput(numeric[:, :1], torch.empty(0), torch.zeros(()), torch.empty(0))
+
+
+def test_draws_are_stratified_over_the_background() -> None:
+    """Each row's k-th draw is the background's quantile in slice k: with 100 background values
+    0..99 and 4 draws, every row gets one value from each of 0-24, 25-49, 50-74 and 75-99."""
+    rows = TensorData(torch.zeros(50, 1), torch.zeros(50, 0, dtype=torch.int64))
+    values = torch.randperm(100, generator=torch.Generator().manual_seed(1)).double()
+    background = TensorData(values.unsqueeze(1), torch.zeros(100, 0, dtype=torch.int64))
+    net = _Recorder()
+    got = column_effects(
+        net, rows, background, [("numeric", 0)], n_draws=4, generator=torch.Generator()
+    )
+    drawn = net.seen[1].view(4, 50)  # the base pass first, then column 0's draws
+    np.testing.assert_array_equal((drawn // 25).numpy(), np.repeat(np.arange(4), 50).reshape(4, 50))
+    assert len(set(drawn[0].tolist())) > 10  # a different value within the slice for each row
+    np.testing.assert_allclose(got[:, 0].numpy(), drawn.mean(dim=0).numpy(), rtol=1e-6)
+    # the mean over many rows is the mean distance from 0 of a uniform draw of 0..99
+    many = TensorData(torch.zeros(4000, 1), torch.zeros(4000, 0, dtype=torch.int64))
+    mean = column_effects(
+        _Recorder(), many, background, [("numeric", 0)], n_draws=4, generator=torch.Generator()
+    ).mean()
+    assert float(mean) == pytest.approx(49.5, abs=0.5)
+
+
+def test_a_sparse_background_draws_the_dense_values() -> None:
+    rng = np.random.default_rng(5)
+    dense = rng.normal(size=(120, 4)) * (rng.random((120, 4)) < 0.5)
+    y = (dense[:, 0] > 0).astype(int)
+    model = TabNetClassifier(**TINY_FIT).fit(dense, y)
+    a = model.explain_effects(dense[:30], background=dense, n_draws=3)
+    b = model.explain_effects(dense[:30], background=sp.csr_matrix(dense), n_draws=3)
+    np.testing.assert_array_equal(a.effects, b.effects)

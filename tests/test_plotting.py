@@ -301,3 +301,19 @@ def test_missing_matplotlib_says_how_to_install_it(
     ):
         with pytest.raises(ImportError, match=r"pip install 'tabsparse\[plot\]'"):
             call()
+
+
+def test_explanations_plot_their_global_importances(
+    validated: TabNetClassifier, data: tuple[pd.DataFrame, np.ndarray]
+) -> None:
+    """An Explanation or Effects plots the mean over its rows with two standard errors."""
+    X, _ = data
+    for result in (validated.explain(X), validated.explain_effects(X, n_draws=2)):
+        mean, std = result.global_importances()
+        ax = plot_importances(result, top=None)
+        order = np.argsort(-mean, kind="stable")
+        widths = [bar.get_width() for bar in ax.patches]
+        np.testing.assert_allclose(widths, mean[order], rtol=1e-6)
+        np.testing.assert_allclose(_error_bars(ax)[:, 1], (mean + 2 * std)[order], rtol=1e-6)
+        assert [t.get_text() for t in ax.get_yticklabels()] == [NAMES[j] for j in order]
+        plt.close("all")

@@ -13,6 +13,8 @@ from tabsparse.cli._tables import read_table
 def run(args: argparse.Namespace) -> int:
     """Run ``tabsparse explain``; returns the exit status."""
     _check_output_file(args.output, "importances")
+    if args.effects and args.plot is not None:
+        raise CliError("--plot draws the attention masks; it cannot be combined with --effects")
     if args.plot is not None:
         from tabsparse.plotting import _require_matplotlib
 
@@ -20,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
         _check_output_file(args.plot, "plot")
         if args.plot == "-":
             raise CliError("the plot cannot be written to stdout; give a file name to --plot")
-    model = _load_model(args.model, predicts=False)
+    model = _load_model(args.model, predicts=args.effects)
     X = _model_features(model, read_table(args.data, args.sep), args.data)
     if len(X) == 0:  # a header-only file: one column per feature, no rows
         if args.plot is not None:
@@ -28,6 +30,14 @@ def run(args: argparse.Namespace) -> int:
         import pandas as pd
 
         _write_csv(pd.DataFrame(columns=list(model.encoder_.feature_names)), args.output)
+        return EXIT_OK
+    if args.effects:
+        if len(X) < 2:
+            raise CliError(
+                f"{args.data} has {len(X)} row: --effects draws replacement values from the "
+                "rows of DATA and needs at least 2"
+            )
+        _write_csv(model.explain_effects(X).to_frame(), args.output)
         return EXIT_OK
     explanation = model.explain(X)
     _write_csv(explanation.to_frame(), args.output)

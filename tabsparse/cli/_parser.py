@@ -127,6 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--plot", metavar="PNG", help="also draw the attention masks (needs matplotlib)"
     )
     explain.add_argument(
+        "--effects",
+        action="store_true",
+        help="write each column's share of how far replacing it by values of other rows moves "
+        "the row's prediction (explain_effects) instead of the attention importances",
+    )
+    explain.add_argument(
         "--rows",
         type=_positive_int,
         default=10,

@@ -107,8 +107,9 @@ class Explaining:
         (uniformly, with replacement) and their values of that column put in the row's place;
         the effect is the mean size of the change of the model's outputs (a classifier's logits,
         centred within its softmax; a regressor's predictions). Where :meth:`explain` says which
-        columns the decision steps *read*, this says which *moved* the prediction; a column no
-        step reads in a row has an effect of exactly zero. Costs ``n_draws * n_features``
+        columns the decision steps *read*, this says which *moved* the prediction; with a shared
+        first mask (``first_mask_ == "shared"``) a column no step reads in a row has an effect
+        of exactly zero. Costs ``n_draws * n_features``
         forward passes per row.
 
         Parameters

@@ -1,17 +1,26 @@
 """Per-row column effects: how far a network's outputs move when one column of a row is replaced
 by values drawn from that column's marginal distribution.
 
-For row ``i`` and column ``j``, ``K`` draws ``b_1 .. b_K`` of rows of a background table give::
+For row ``i`` and column ``j``, ``K`` values ``v_1 .. v_K`` drawn from column ``j`` of a
+background table give::
 
-    effect_ij = mean_k size(f(x_i with x_ij := b_kj) - f(x_i))
+    effect_ij = mean_k size(f(x_i with x_ij := v_k) - f(x_i))
 
 where ``f`` is the network's output (logits or predictions, the mean over its members) and
 ``size`` is :func:`tabsparse.nn.functional.output_size`: the sum of absolute changes, centred
-within a softmax's logits (a shift common to a softmax changes no probability). A column the
-network never reads in a row (outside every step's mask) has an effect of exactly zero. Replacing
+within a softmax's logits (a shift common to a softmax changes no probability). With a shared
+first mask, a column outside every step's mask in a row has an effect of exactly zero (with the
+per-row first mask the initial transformer reads every column, so it need not). Replacing
 by marginal draws rather than by zeros or the mean keeps the replaced row on the data's own
 values, so the change measures what the column contributes, not how the network handles values it
 never saw (the reasoning of INVASE, Yoon et al. 2019).
+
+The draws are stratified: ``v_k`` is the background's ``(k + u) / K`` quantile (``u`` uniform
+in ``[0, 1)``, drawn for every row, column and ``k``), so each row's ``K`` values fall one in each
+of ``K`` equally likely slices of the column's distribution. Each ``v_k`` is still a draw from
+the marginal over the row's draws together, the expected effect is the same as with ``K``
+independent draws, and its noise is lower: on the synthetic tables of ``bench_explain.py``, 8
+stratified draws selected about as well as 32 independent ones (quality round 23).
 
 Pure torch: the estimators' ``explain_effects`` wraps it with table encoding and seeds.
 """
@@ -49,9 +58,9 @@ def column_effects(
     on the CPU (module docstring).
 
     ``columns`` gives, in the order of the result, where each column is in ``numeric`` or
-    ``codes``; ``background`` the rows replacement values are drawn from (uniformly, with
-    replacement, ``n_draws`` per row and column, from ``generator`` on the CPU). The network runs
-    in eval mode (restored afterwards) on at most ``batch_size`` rows at a time."""
+    ``codes``; ``background`` the rows whose values are drawn (stratified, ``n_draws`` per row
+    and column, from ``generator`` on the CPU; a sparse background is densified). The network
+    runs in eval mode (restored afterwards) on at most ``batch_size`` rows at a time."""
     if n_draws < 1:
         raise ValueError(f"{n_draws=} must be >= 1")
     if len(background) < 1:
@@ -60,6 +69,12 @@ def column_effects(
         width = (data.numeric if kind == "numeric" else data.codes).shape[1]
         if kind not in ("numeric", "codes") or not 0 <= position < width:
             raise ValueError(f"column place {(kind, position)} is not in the data")
+    pool = background.take(slice(0, len(background)))
+    # each column's background values in order: quantile k / n of the column is element k
+    ordered = [
+        torch.sort((pool.numeric if kind == "numeric" else pool.codes)[:, position]).values
+        for kind, position in columns
+    ]
     was_training = network.training
     network.eval()
     centre = getattr(network, "output_centre", None)
@@ -79,22 +94,33 @@ def column_effects(
                 # the unchanged rows in the same batch shape: a column no step reads then
                 # moves nothing to the last bit
                 base = network(numeric, codes, with_masks=False).logits
+                # draw k of every row (the k-th block of the repeated rows) from slice k
+                stratum = torch.arange(n_draws, dtype=torch.float64).repeat_interleave(size)
                 for c, (kind, position) in enumerate(columns):
-                    pick = torch.randint(len(background), (n_draws * size,), generator=generator)
-                    drawn = background.take(pick.to(background.device))
+                    drawn = _stratified(ordered[c], stratum, n_draws, generator)
                     num, cod = numeric, codes
                     if kind == "numeric":
                         num = numeric.clone()
-                        num[:, position] = drawn.numeric[:, position]
+                        num[:, position] = drawn
                     else:
                         cod = codes.clone()
-                        cod[:, position] = drawn.codes[:, position]
+                        cod[:, position] = drawn
                     moved = network(num, cod, with_masks=False).logits
                     change = F.output_size(moved.float() - base.float(), _as(centre, moved))
                     out[start:stop, c] = change.view(n_draws, size).mean(dim=0).cpu()
     finally:
         network.train(was_training)
     return out
+
+
+def _stratified(
+    ordered: torch.Tensor, stratum: torch.Tensor, n_draws: int, generator: torch.Generator
+) -> torch.Tensor:
+    """One value of ``ordered`` (a column's background values, sorted) per entry of
+    ``stratum``: the ``(stratum + u) / n_draws`` quantile, ``u`` uniform from ``generator``."""
+    u = torch.rand(stratum.shape, generator=generator, dtype=torch.float64)
+    index = ((stratum + u) * (len(ordered) / n_draws)).long().clamp_(max=len(ordered) - 1)
+    return ordered[index.to(ordered.device)]
 
 
 def _as(centre: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor | None:
