@@ -547,26 +547,15 @@ def test_explain_effects_writes_the_effect_shares(
     capsys: pytest.CaptureFixture[str], workdir: Path, classifier_file: Path, model_io
 ) -> None:  # type: ignore[no-untyped-def]
     out = workdir / "effects.csv"
-    rc, _, err = run(
-        capsys, "explain", classifier_file, workdir / "new.csv", "-o", out, "--effects"
-    )
+    args = ("explain", classifier_file, workdir / "new.csv", "-o", out, "--effects")
+    rc, _, err = run(capsys, *args)
     assert rc == 0, err
     written = pd.read_csv(out)
     new = pd.read_csv(workdir / "new.csv")
     expected = model_io.load(classifier_file).explain_effects(new[["a", "b", "c"]])
     assert written.columns.tolist() == ["a", "b", "c"]
     np.testing.assert_allclose(written.to_numpy(), expected.importances, rtol=1e-6, atol=1e-9)
-    rc, _, err = run(
-        capsys,
-        "explain",
-        classifier_file,
-        workdir / "new.csv",
-        "-o",
-        out,
-        "--effects",
-        "--plot",
-        workdir / "x.png",
-    )
+    rc, _, err = run(capsys, *args, "--plot", workdir / "x.png")
     assert_one_line_error(rc, err, "--plot", "cannot be combined with --effects")
     one = workdir / "one.csv"
     new.iloc[:1].to_csv(one, index=False)
