@@ -224,15 +224,21 @@ def run_syn(name: str, model: str, seed: int, n_train: int, n_test: int) -> dict
 
 EFFECT_DRAWS = 8  # explain_effects' n_draws (its default)
 #: what a stored tabsparse row must hold to be reused (rows from before explain_effects lack it)
-EFFECT_KEYS = {"syn": "effects_mask_auc", "real": "effects_held_out"}
+EFFECT_KEYS = {"syn": "effects_mask_auc", "real": "effects_faithfulness"}
 #: how explain_effects draws (rows of an earlier way are measured again)
 EFFECT_SAMPLING = "stratified"
 
 
 def effect_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """tabsparse Syn rows with their ``explain_effects`` figures in the places of the masks'."""
-    keys = ("tpr", "fdr", "mask_auc", "switch_rate", "n_selected", "faithfulness")
-    return [{**r, **{k: r[f"effects_{k}"] for k in keys}} for r in rows if "effects_tpr" in r]
+    """tabsparse rows with their ``explain_effects`` figures in the places of the masks' (Syn:
+    selection and faithfulness; real tables: faithfulness); rows without them are left out."""
+    syn = ("tpr", "fdr", "mask_auc", "switch_rate", "n_selected", "faithfulness")
+    out = []
+    for r in rows:
+        keys = syn if "effects_tpr" in r else ("faithfulness",)
+        if all(f"effects_{k}" in r for k in keys):
+            out.append({**r, **{k: r[f"effects_{k}"] for k in keys}})
+    return out
 
 
 def _sample(n: int, cap: int) -> np.ndarray:
@@ -278,6 +284,12 @@ def run_real(name: str, model: str, seed: int) -> dict[str, Any]:
             "permutation": [float(v) for v in pi.importances_mean],
             "faithfulness": faithfulness(
                 lambda Z: score(Z, yf), Xf, est.explain(Xf).importances, seed
+            ),
+            "effects_faithfulness": faithfulness(
+                lambda Z: score(Z, yf),
+                Xf,
+                est.explain_effects(Xf, n_draws=EFFECT_DRAWS, random_state=seed).importances,
+                seed,
             ),
         }
     t0 = time.process_time()
@@ -554,6 +566,11 @@ def render(
         for (name, model), rows in syn.items()
         if model == "tabsparse" and effect_rows(rows)
     }
+    real_effects = {
+        (name, EFFECTS): effect_rows(rows)
+        for (name, model), rows in real.items()
+        if model == "tabsparse" and effect_rows(rows)
+    }
     load = load_average()
     busy = f"; load average {load:.2f} when written" if load is not None else ""
     cpu = {
@@ -580,7 +597,7 @@ def render(
         + (["", EFFECTS_INTRO, "", render_syn(effects, [EFFECTS])] if effects else [])
         + (["", STABILITY_INTRO, "", render_real(real, tables)] if real else [])
         + (["", TOPK_INTRO, "", render_topk(real, tables)] if real else [])
-        + ["", FAITH_INTRO, "", render_faith({**syn, **effects}, real)]
+        + ["", FAITH_INTRO, "", render_faith({**syn, **effects}, {**real, **real_effects})]
     )
 
 

@@ -326,6 +326,10 @@ def test_effect_rows_take_the_places_of_the_masks_figures() -> None:
     assert len(got) == 1
     assert (got[0]["tpr"], got[0]["fdr"], got[0]["mask_auc"]) == (93.0, 6.5, 0.987)
     assert got[0]["faithfulness"]["top1"] == 0.5 and got[0]["auc"] == 0.81
+    # a real table's row carries the effects' faithfulness only
+    real = {"score": 0.9, "faithfulness": faith, "effects_faithfulness": {**faith, "top1": 0.4}}
+    (mapped,) = be.effect_rows([real, {"score": 0.9, "faithfulness": faith}])
+    assert mapped["faithfulness"]["top1"] == 0.4 and mapped["score"] == 0.9
     table = be.render_syn({("Syn4", be.EFFECTS): got}, [be.EFFECTS])
     line = next(ln for ln in table.splitlines() if ln.startswith("| Syn4 |"))
     assert "| 93 / 6 | 0.987 | 97 | 4.0 |" in line
