@@ -562,14 +562,14 @@ def render(
     )
     commits = sorted({r.get("commit", "?") for r in ts})
     effects = {
-        (name, EFFECTS): effect_rows(rows)
+        (name, EFFECTS): mapped
         for (name, model), rows in syn.items()
-        if model == "tabsparse" and effect_rows(rows)
+        if model == "tabsparse" and (mapped := effect_rows(rows))
     }
     real_effects = {
-        (name, EFFECTS): effect_rows(rows)
+        (name, EFFECTS): mapped
         for (name, model), rows in real.items()
-        if model == "tabsparse" and effect_rows(rows)
+        if model == "tabsparse" and (mapped := effect_rows(rows))
     }
     load = load_average()
     busy = f"; load average {load:.2f} when written" if load is not None else ""

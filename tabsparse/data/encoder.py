@@ -381,7 +381,7 @@ default="from_dtype"
 
     # ---- transforming --------------------------------------------------------------
 
-    def transform(self, X: object) -> EncodedTable:
+    def transform(self, X: object, *, what: str = "X") -> EncodedTable:
         """Encode ``X`` with the fitted state.
 
         Parameters
@@ -392,6 +392,8 @@ default="from_dtype"
             Zero rows are allowed. A sparse matrix is accepted when every
             feature is numeric and no datetime column was expanded; it is
             encoded block of rows by block (see :mod:`tabsparse.data.sparse`).
+        what : str
+            The table's name in the messages of mismatched columns.
 
         Returns
         -------
@@ -412,7 +414,7 @@ default="from_dtype"
         """
         self._check_fitted()
         table = as_table(X)
-        positions = self._match_columns(table)
+        positions = self._match_columns(table, what)
         cols = self._read_features(table, positions)
         numeric = self._encode_numeric(table, positions, cols)
         return EncodedTable(numeric, self._encode_codes(cols, table.n_rows))
@@ -437,8 +439,8 @@ default="from_dtype"
                 cols.append(read_column(table, p, name))
         return cols
 
-    def _match_columns(self, table: Table) -> list[int]:
-        """Position in ``table`` of each fitted input column."""
+    def _match_columns(self, table: Table, what: str = "X") -> list[int]:
+        """Position in ``table`` (named ``what`` in errors) of each fitted input column."""
         if self.has_feature_names and table.frame is not None:
             position = {name: j for j, name in enumerate(table.names)}
             missing = [name for name in self.input_names if name not in position]
@@ -451,13 +453,15 @@ default="from_dtype"
                 if unexpected:
                     parts.append(f"unexpected columns: {short_list(unexpected)}")
                 raise ValueError(
-                    "The columns of X do not match those seen at fit; " + "; ".join(parts) + "."
+                    f"The columns of {what} do not match those seen at fit; "
+                    + "; ".join(parts)
+                    + "."
                 )
             return [position[name] for name in self.input_names]
         n_inputs = len(self.input_names)
         if table.n_cols != n_inputs:
             raise ValueError(
-                f"X has {table.n_cols} features, but the encoder was fitted with "
+                f"{what} has {table.n_cols} features, but the encoder was fitted with "
                 f"{n_inputs} features."
             )
         return list(range(n_inputs))

@@ -427,15 +427,7 @@ class TabNetBase(Explaining, BaseEstimator):
         X = self._check_table_after_fit(X, what=what)
         if _is_sparse(X):
             return encode_sparse_rows(self.encoder_, X)
-        try:
-            return self.encoder_.transform(X)
-        except ValueError as exc:  # the encoder's messages speak of "X"
-            message = str(exc)
-            if what == "X" or not message.startswith("The columns of X "):
-                raise
-            raise ValueError(
-                f"The columns of {what} " + message[len("The columns of X ") :]
-            ) from None
+        return self.encoder_.transform(X, what=what)
 
     def _encoded_blocks(self, X: Any) -> list[EncodedTable]:
         """``X`` encoded for a fitted model, a scipy sparse matrix in blocks of

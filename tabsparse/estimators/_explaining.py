@@ -103,14 +103,15 @@ class Explaining:
         """How far each column moves each row's prediction when it is replaced by values drawn
         from its marginal distribution.
 
-        For each row of ``X`` and each column, ``n_draws`` rows of ``background`` are drawn
-        (uniformly, with replacement) and their values of that column put in the row's place;
-        the effect is the mean size of the change of the model's outputs (a classifier's logits,
-        centred within its softmax; a regressor's predictions). Where :meth:`explain` says which
-        columns the decision steps *read*, this says which *moved* the prediction; with a shared
-        first mask (``first_mask_ == "shared"``) a column no step reads in a row has an effect
-        of exactly zero. Costs ``n_draws * n_features``
-        forward passes per row.
+        For each row of ``X`` and each column, ``n_draws`` values of that column are drawn
+        from ``background``, stratified (the k-th from the k-th of ``n_draws`` equally likely
+        slices of the column's distribution: :mod:`tabsparse.training.effects`), and put in the
+        row's place; the effect is the mean size of the change of the model's outputs (a
+        classifier's logits, centred within its softmax; a regressor's predictions). Where
+        :meth:`explain` says which columns the decision steps *read*, this says which *moved*
+        the prediction; with a shared first mask (``first_mask_ == "shared"``) a column no step
+        reads in a row has an effect of exactly zero. Costs ``n_draws * n_features`` forward
+        passes per row.
 
         Parameters
         ----------
