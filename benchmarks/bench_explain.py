@@ -219,25 +219,52 @@ def run_syn(name: str, model: str, seed: int, n_train: int, n_test: int) -> dict
                 lambda Z: score(Z, yte), Xte_, eff.importances, seed
             ),
         }
+        t0 = time.process_time()  # the same fit, its learned selector (trained on its rows)
+        selector = est.fit_selector(Xtr_, random_state=seed)
+        fit_s = round(time.process_time() - t0, 2)
+        sel = selector.explain(Xte_, random_state=seed)
+        chosen = np.where(sel.selected, sel.importances, 0.0)
+        s_tpr, s_fdr = tpr_fdr(chosen, rel_te)
+        out |= {
+            "selector_budget": selector.budget,
+            "selector_fit_cpu_s": fit_s,
+            "selector_tpr": s_tpr,
+            "selector_fdr": s_fdr,
+            "selector_mask_auc": mask_auc(sel.probabilities, rel_te),
+            "selector_switch_rate": selection_rate(chosen, SWITCH),
+            "selector_n_selected": float(sel.selected.sum(1).mean()),
+            "selector_residual": float(sel.residual.mean()),
+            "selector_faithfulness": faithfulness(
+                lambda Z: score(Z, yte), Xte_, sel.importances, seed
+            ),
+        }
     return out
 
 
 EFFECT_DRAWS = 8  # explain_effects' n_draws (its default)
-#: what a stored tabsparse row must hold to be reused (rows from before explain_effects lack it)
-EFFECT_KEYS = {"syn": "effects_mask_auc", "real": "effects_faithfulness"}
+#: what a stored tabsparse row must hold to be reused (rows from before explain_effects or
+#: fit_selector lack it)
+EFFECT_KEYS = {
+    "syn": ("effects_mask_auc", "selector_mask_auc"),
+    "real": ("effects_faithfulness", "selector_faithfulness"),
+}
 #: how explain_effects draws (rows of an earlier way are measured again)
 EFFECT_SAMPLING = "stratified"
+#: training rows a real table's selector learns on (a sample, as the docs advise)
+SELECTOR_ROWS = 10_000
 
 
-def effect_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """tabsparse rows with their ``explain_effects`` figures in the places of the masks' (Syn:
-    selection and faithfulness; real tables: faithfulness); rows without them are left out."""
+def effect_rows(rows: list[dict[str, Any]], prefix: str = "effects_") -> list[dict[str, Any]]:
+    """tabsparse rows with the figures of another explanation of the same fit (``prefix``:
+    ``effects_`` for ``explain_effects``, ``selector_`` for ``fit_selector``) in the places of
+    the masks' (Syn: selection and faithfulness; real tables: faithfulness); rows without them
+    are left out."""
     syn = ("tpr", "fdr", "mask_auc", "switch_rate", "n_selected", "faithfulness")
     out = []
     for r in rows:
-        keys = syn if "effects_tpr" in r else ("faithfulness",)
-        if all(f"effects_{k}" in r for k in keys):
-            out.append({**r, **{k: r[f"effects_{k}"] for k in keys}})
+        keys = syn if f"{prefix}tpr" in r else ("faithfulness",)
+        if all(f"{prefix}{k}" in r for k in keys):
+            out.append({**r, **{k: r[f"{prefix}{k}"] for k in keys}})
     return out
 
 
@@ -291,6 +318,7 @@ def run_real(name: str, model: str, seed: int) -> dict[str, Any]:
                 est.explain_effects(Xf, n_draws=EFFECT_DRAWS, random_state=seed).importances,
                 seed,
             ),
+            **_real_selector(est, s.X_train, held, Xf, lambda Z: score(Z, yf), seed),
         }
     t0 = time.process_time()
     if model.startswith("lightgbm"):
@@ -317,6 +345,28 @@ def run_real(name: str, model: str, seed: int) -> dict[str, Any]:
     else:
         raise ValueError(model)
     return {"fit_cpu_s": round(time.process_time() - t0, 2), **out}
+
+
+def _real_selector(
+    est: Any, X_train: Any, held: Any, Xf: Any, score: Callable[[Any], float], seed: int
+) -> dict[str, Any]:
+    """A real table's fit explained by its learned selector (trained on a sample of the
+    training rows): the mean shares on the held-out rows, the residual and faithfulness."""
+    t0 = time.process_time()
+    rows = X_train.iloc[_sample(len(X_train), SELECTOR_ROWS)].reset_index(drop=True)
+    selector = est.fit_selector(rows, random_state=seed)
+    fit_s = round(time.process_time() - t0, 2)
+    sel = selector.explain(held, random_state=seed)
+    return {
+        "selector_budget": selector.budget,
+        "selector_fit_cpu_s": fit_s,
+        "selector_held_out": [float(v) for v in sel.global_importances()[0]],
+        "selector_n_selected": float(sel.selected.sum(1).mean()),
+        "selector_residual": float(sel.residual.mean()),
+        "selector_faithfulness": faithfulness(
+            score, Xf, selector.explain(Xf, random_state=seed).importances, seed
+        ),
+    }
 
 
 REFITS = 3  # fits averaged by one "tabsparse-refits" row
@@ -385,7 +435,8 @@ def find_row(
         if params is None:
             continue
         if key["model"] == "tabsparse" and (
-            EFFECT_KEYS[key["part"]] not in row or row.get("effects_sampling") != EFFECT_SAMPLING
+            any(k not in row for k in EFFECT_KEYS[key["part"]])
+            or row.get("effects_sampling") != EFFECT_SAMPLING
         ):
             continue
         if with_auto_resolved(_completed(params), n_rows, fitted, kind) == target:
@@ -462,6 +513,7 @@ STABILITY_COLUMNS = (
     ("tabsparse", "train_rows", "tabsparse `feature_importances_` (training rows)"),
     ("tabsparse", "held_out", "tabsparse `explain` on held-out rows"),
     ("tabsparse", "effects_held_out", "tabsparse `explain_effects` on held-out rows"),
+    ("tabsparse", "selector_held_out", "tabsparse `fit_selector` on held-out rows"),
     ("tabsparse", "permutation", "permutation importance of tabsparse"),
     ("tabsparse-refits", "train_rows", "tabsparse, mean of 3 refits"),
     ("lightgbm-bagged", "gain", "LightGBM gain, bagged"),
@@ -495,6 +547,7 @@ TOPK_COLUMNS = (
     ("tabsparse", "train_rows", "tabsparse, training rows"),
     ("tabsparse", "held_out", "tabsparse, held-out rows"),
     ("tabsparse", "effects_held_out", "tabsparse effects, held-out rows"),
+    ("tabsparse", "selector_held_out", "tabsparse selector, held-out rows"),
     ("tabsparse", "permutation", "tabsparse permutation"),
     ("tabsparse-refits", "train_rows", "tabsparse, mean of 3 refits"),
     ("lightgbm-bagged", "gain", "LightGBM gain, bagged"),
@@ -527,7 +580,7 @@ def render_faith(
         "|---|---|---|---:|---|---|---|",
     ]
     for (name, model), rows in list(syn.items()) + list(real.items()):
-        if model not in ("tabsparse", EFFECTS, "pytorch-tabnet") or not rows:
+        if model not in ("tabsparse", EFFECTS, SELECTOR, "pytorch-tabnet") or not rows:
             continue
         kind = "binary" if name in SYN else TASK_BY_NAME[name].kind
         metric = "RMSE, % rise" if kind == "regression" else "AUC, points lost"
@@ -561,16 +614,8 @@ def render(
         }
     )
     commits = sorted({r.get("commit", "?") for r in ts})
-    effects = {
-        (name, EFFECTS): mapped
-        for (name, model), rows in syn.items()
-        if model == "tabsparse" and (mapped := effect_rows(rows))
-    }
-    real_effects = {
-        (name, EFFECTS): mapped
-        for (name, model), rows in real.items()
-        if model == "tabsparse" and (mapped := effect_rows(rows))
-    }
+    effects, selector = _derived(syn, EFFECTS, "effects_"), _derived(syn, SELECTOR, "selector_")
+    real_derived = {**_derived(real, EFFECTS, "effects_"), **_derived(real, SELECTOR, "selector_")}
     load = load_average()
     busy = f"; load average {load:.2f} when written" if load is not None else ""
     cpu = {
@@ -595,10 +640,27 @@ def render(
         ]
         + (["", SYN_INTRO, "", render_syn(syn)] if syn else [])
         + (["", EFFECTS_INTRO, "", render_syn(effects, [EFFECTS])] if effects else [])
+        + (["", SELECTOR_INTRO, "", render_syn(selector, [SELECTOR])] if selector else [])
         + (["", STABILITY_INTRO, "", render_real(real, tables)] if real else [])
         + (["", TOPK_INTRO, "", render_topk(real, tables)] if real else [])
-        + ["", FAITH_INTRO, "", render_faith({**syn, **effects}, {**real, **real_effects})]
+        + [
+            "",
+            FAITH_INTRO,
+            "",
+            render_faith({**syn, **effects, **selector}, {**real, **real_derived}),
+        ]
     )
+
+
+def _derived(
+    got: dict[tuple[str, str], list[dict[str, Any]]], label: str, prefix: str
+) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """The tabsparse rows of ``got`` as rows of the explanation ``label`` (:func:`effect_rows`)."""
+    return {
+        (name, label): mapped
+        for (name, model), rows in got.items()
+        if model == "tabsparse" and (mapped := effect_rows(rows, prefix))
+    }
 
 
 EFFECTS = "tabsparse `explain_effects`"
@@ -606,6 +668,14 @@ EFFECTS_INTRO = (
     f"**{EFFECTS}**: the same tabsparse fits explained by how far each column moves each row's "
     "prediction when replaced by marginal draws (8 draws from the test rows); *selected*: "
     "features whose share of the row's effects is at least 5% (`Effects.selected`). Same goals."
+)
+
+SELECTOR = "tabsparse `fit_selector`"
+SELECTOR_INTRO = (
+    f"**{SELECTOR}**: the same tabsparse fits explained by a learned per-row selector "
+    "(`fit_selector` on the 10,000 training rows, its defaults: budget 0.02, 2,400 steps), "
+    "trained to keep each row's prediction while the unselected columns are drawn from those "
+    "rows; *selected*: probability >= 0.5 (`Selection.selected`). Same goals."
 )
 
 

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tabsparse.estimators import TabNetClassifier, TabNetPretrainer, TabNetRegressor
+    from tabsparse.estimators._explaining import ColumnSelector
     from tabsparse.estimators._persistence import load, save
     from tabsparse.estimators._refits import RefitImportances, refit_importances
-    from tabsparse.explain import Effects, Explanation
+    from tabsparse.explain import Effects, Explanation, Selection
     from tabsparse.io import ModelFileError
     from tabsparse.losses import SparsemaxLoss, sparsemax_loss
     from tabsparse.sparsemax import Entmax15, Sparsemax, entmax15, sparsemax
@@ -31,11 +32,13 @@ __version__ = "0.1.0"
 
 #: Each public name and the module that defines it.
 _EXPORTS: dict[str, str] = {
+    "ColumnSelector": "tabsparse.estimators._explaining",
     "Effects": "tabsparse.explain",
     "Entmax15": "tabsparse.sparsemax",
     "Explanation": "tabsparse.explain",
     "ModelFileError": "tabsparse.io",
     "RefitImportances": "tabsparse.estimators._refits",
+    "Selection": "tabsparse.explain",
     "Sparsemax": "tabsparse.sparsemax",
     "SparsemaxLoss": "tabsparse.losses",
     "TabNetClassifier": "tabsparse.estimators",
@@ -50,11 +53,13 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "ColumnSelector",
     "Effects",
     "Entmax15",
     "Explanation",
     "ModelFileError",
     "RefitImportances",
+    "Selection",
     "Sparsemax",
     "SparsemaxLoss",
     "TabNetClassifier",

@@ -176,8 +176,9 @@ def test_find_row_matches_seed_config_and_parameters() -> None:
     one = {**today, "n_members": "1"}
     four = {**today, "n_members": "4"}
     written_out = {**four, "numeric_embedding": "'periodic'", "first_mask": "'shared'"}
-    # rows from before explain_effects, or with its earlier independent draws: refitted
-    eff = {"effects_mask_auc": 0.9, "effects_sampling": "stratified"}
+    # rows from before explain_effects or fit_selector, or with effects' earlier independent
+    # draws: refitted
+    eff = {"effects_mask_auc": 0.9, "effects_sampling": "stratified", "selector_mask_auc": 0.9}
     rows = [
         {**key, "tabsparse_params": {**old, "gamma": "1.5"}, "auc": 0.1, **eff},
         {**key, "tabsparse_params": old, "auc": 0.2, **eff},
@@ -186,9 +187,12 @@ def test_find_row_matches_seed_config_and_parameters() -> None:
         {**key, "config": "e", "tabsparse_params": written_out, "auc": 0.5, **eff},
         {**key, "config": "h", "tabsparse_params": written_out, "auc": 0.7},
         {**key, "config": "i", "tabsparse_params": written_out, "auc": 0.8, "effects_mask_auc": 1},
+        {**key, "config": "j", "tabsparse_params": written_out, "auc": 0.8}
+        | {"effects_mask_auc": 1, "effects_sampling": "stratified"},
     ]
-    assert be.find_row(rows, {**key, "config": "h"}, today, n_rows=100, kind="binary") is None
-    assert be.find_row(rows, {**key, "config": "i"}, today, n_rows=100, kind="binary") is None
+    for config in "hij":
+        got = be.find_row(rows, {**key, "config": config}, today, n_rows=100, kind="binary")
+        assert got is None
     assert today["n_members"] == today["numeric_embedding"] == today["first_mask"] == "'auto'"
     multi = "multiclass"  # "auto": no embedding; the first mask shared only with members
     # a row from before the architecture parameters existed is one member, no embedding and the
@@ -224,8 +228,10 @@ def test_stability_table_cells() -> None:
     a, b = [5, 4, 3, 2, 1, 0], [5, 4, 3, 2, 0, 1]
     got = {
         ("t", "tabsparse"): [
-            {"train_rows": a, "held_out": a, "permutation": a, "effects_held_out": b},
-            {"train_rows": b, "held_out": a, "permutation": a, "effects_held_out": a},
+            {"train_rows": a, "held_out": a, "permutation": a, "effects_held_out": b}
+            | {"selector_held_out": a},
+            {"train_rows": b, "held_out": a, "permutation": a, "effects_held_out": a}
+            | {"selector_held_out": b},
         ],
         ("t", "hgb"): [{"permutation": b}],
         ("t", "tabsparse-refits"): [{"train_rows": a}, {"train_rows": a}, {"train_rows": b}],
@@ -234,8 +240,8 @@ def test_stability_table_cells() -> None:
     row = table.splitlines()[-1]
     # the refit means: pairs share 5, 4, 4 of the top five
     assert row.startswith(
-        "| t | 6 | 4.0 / 0.94 (2) | 5.0 / 1.00 (2) | 4.0 / 0.94 (2) | 5.0 / 1.00 (2) "
-        "| 4.3 / 0.96 (3) |"
+        "| t | 6 | 4.0 / 0.94 (2) | 5.0 / 1.00 (2) | 4.0 / 0.94 (2) | 4.0 / 0.94 (2) "
+        "| 5.0 / 1.00 (2) | 4.3 / 0.96 (3) |"
     )
     assert row.endswith("| 4.0 |")  # held-out a vs HGB's b: 4 of 5
 
@@ -250,8 +256,8 @@ def test_top_k_table_cells() -> None:
         ]
     }
     row = be.render_topk(got, ["t"]).splitlines()[-1]
-    # 1st swapped; no effects stored (rows from before explain_effects): an empty cell
-    assert row == "| t | 0.0 / 3.0 / 4.0 | 1.0 / 3.0 / 5.0 |  | 1.0 / 3.0 / 5.0 |  |  |  |"
+    # 1st swapped; no effects or selector stored (rows from before them): empty cells
+    assert row == "| t | 0.0 / 3.0 / 4.0 | 1.0 / 3.0 / 5.0 |  |  | 1.0 / 3.0 / 5.0 |  |  |  |"
 
 
 def test_rows_match_the_learning_rate_auto_resolves_to() -> None:
@@ -333,3 +339,8 @@ def test_effect_rows_take_the_places_of_the_masks_figures() -> None:
     table = be.render_syn({("Syn4", be.EFFECTS): got}, [be.EFFECTS])
     line = next(ln for ln in table.splitlines() if ln.startswith("| Syn4 |"))
     assert "| 93 / 6 | 0.987 | 97 | 4.0 |" in line
+    # the selector's figures of the same fit, by their prefix
+    sel = {f"selector_{k[len('effects_') :]}": v for k, v in row.items() if k.startswith("eff")}
+    (mapped,) = be.effect_rows([{**old, **sel, "selector_tpr": 99.0}], "selector_")
+    assert (mapped["tpr"], mapped["fdr"], mapped["n_selected"]) == (99.0, 6.5, 4.0)
+    assert be.effect_rows([{**old, **sel}]) == []  # no effects_ figures in it

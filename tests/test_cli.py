@@ -543,6 +543,27 @@ def test_a_pretrainer_file_is_explained_and_described_but_not_predicted(
     assert_one_line_error(rc, err, "TabNetPretrainer", "makes no predictions")
 
 
+def test_explain_selector_writes_the_probabilities_and_residual(
+    capsys: pytest.CaptureFixture[str], workdir: Path, classifier_file: Path, model_io
+) -> None:  # type: ignore[no-untyped-def]
+    out = workdir / "selector.csv"
+    args = ("explain", classifier_file, workdir / "new.csv", "-o", out, "--selector")
+    rc, _, err = run(capsys, *args)
+    assert rc == 0, err
+    written = pd.read_csv(out)
+    new = pd.read_csv(workdir / "new.csv")[["a", "b", "c"]]
+    expected = model_io.load(classifier_file).fit_selector(new).explain(new)
+    assert written.columns.tolist() == ["a", "b", "c", "residual"]
+    np.testing.assert_allclose(
+        written[["a", "b", "c"]].to_numpy(), expected.probabilities, rtol=1e-5, atol=1e-7
+    )
+    np.testing.assert_allclose(written["residual"], expected.residual, rtol=1e-5, atol=1e-7)
+    rc, _, err = run(capsys, *args, "--effects")
+    assert_one_line_error(rc, err, "--effects and --selector", "choose one")
+    rc, _, err = run(capsys, *args, "--plot", workdir / "x.png")
+    assert_one_line_error(rc, err, "--plot", "cannot be combined with --selector")
+
+
 def test_explain_effects_writes_the_effect_shares(
     capsys: pytest.CaptureFixture[str], workdir: Path, classifier_file: Path, model_io
 ) -> None:  # type: ignore[no-untyped-def]

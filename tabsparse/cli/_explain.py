@@ -13,8 +13,11 @@ from tabsparse.cli._tables import read_table
 def run(args: argparse.Namespace) -> int:
     """Run ``tabsparse explain``; returns the exit status."""
     _check_output_file(args.output, "importances")
-    if args.effects and args.plot is not None:
-        raise CliError("--plot draws the attention masks; it cannot be combined with --effects")
+    for flag in ("effects", "selector"):
+        if getattr(args, flag) and args.plot is not None:
+            raise CliError(f"--plot draws the attention masks; it cannot be combined with --{flag}")
+    if args.effects and args.selector:
+        raise CliError("--effects and --selector write different tables: choose one")
     if args.plot is not None:
         from tabsparse.plotting import _require_matplotlib
 
@@ -22,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
         _check_output_file(args.plot, "plot")
         if args.plot == "-":
             raise CliError("the plot cannot be written to stdout; give a file name to --plot")
-    model = _load_model(args.model, predicts=args.effects)
+    model = _load_model(args.model, predicts=args.effects or args.selector)
     X = _model_features(model, read_table(args.data, args.sep), args.data)
     if len(X) == 0:  # a header-only file: one column per feature, no rows
         if args.plot is not None:
@@ -31,13 +34,21 @@ def run(args: argparse.Namespace) -> int:
 
         _write_csv(pd.DataFrame(columns=list(model.encoder_.feature_names)), args.output)
         return EXIT_OK
-    if args.effects:
+    if args.effects or args.selector:
+        flag = "--effects" if args.effects else "--selector"
         if len(X) < 2:
             raise CliError(
-                f"{args.data} has {len(X)} row: --effects draws replacement values from the "
+                f"{args.data} has {len(X)} row: {flag} draws replacement values from the "
                 "rows of DATA and needs at least 2"
             )
-        _write_csv(model.explain_effects(X).to_frame(), args.output)
+        if args.effects:
+            _write_csv(model.explain_effects(X).to_frame(), args.output)
+            return EXIT_OK
+        import pandas as pd
+
+        selection = model.fit_selector(X).explain(X)
+        table = pd.DataFrame(selection.probabilities, columns=selection.feature_names)
+        _write_csv(table.assign(residual=selection.residual), args.output)
         return EXIT_OK
     explanation = model.explain(X)
     _write_csv(explanation.to_frame(), args.output)

@@ -133,6 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
         "the row's prediction (explain_effects) instead of the attention importances",
     )
     explain.add_argument(
+        "--selector",
+        action="store_true",
+        help="train a column selector on the rows of DATA (fit_selector) and write each "
+        "row's probability that it needs each column, and its residual, instead",
+    )
+    explain.add_argument(
         "--rows",
         type=_positive_int,
         default=10,

@@ -438,8 +438,8 @@ def output_size(change: Tensor, centre: Tensor | None) -> Tensor:
     by ``centre`` (:func:`centring`; None: as it is): what a step's share of the outputs
     (:func:`step_effects`) and a column's replacement (:mod:`tabsparse.training.effects`)
     are measured by."""
-    if centre is not None:
-        change = change @ centre
+    if centre is not None:  # a no-op cast where they already match
+        change = change @ centre.to(device=change.device, dtype=change.dtype)
     return change.abs().sum(dim=-1)
 
 

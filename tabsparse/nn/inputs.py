@@ -104,6 +104,15 @@ class TabularInput(nn.Module):
     def output_dim(self) -> int:
         return self.n_numeric * self.numeric_channels + self.n_categorical * self.cat_emb_dim
 
+    def channels(self, kind: str, position: int) -> slice:
+        """The output channels of one input column: ``kind`` ``"numeric"`` or ``"codes"`` and
+        its position among the numeric columns or the codes (the output layout above)."""
+        if kind == "numeric":
+            width = self.numeric_channels
+            return slice(position * width, (position + 1) * width)
+        start = self.n_numeric * self.numeric_channels + position * self.cat_emb_dim
+        return slice(start, start + self.cat_emb_dim)
+
     def reset_parameters(self) -> None:
         nn.init.zeros_(self.missing_value)
         if self.embedding is not None:

@@ -284,7 +284,12 @@ class TabNet(TabNetBody):
     ) -> NetworkOutput:
         """``with_masks=False``: in eval mode, skip stacking the masks and step importances
         (``masks`` and ``step_importance`` are then empty); prediction needs neither."""
-        x = self.inputs(numeric, codes)
+        return self.from_inputs(self.inputs(numeric, codes), with_masks=with_masks)
+
+    def from_inputs(self, x: torch.Tensor, *, with_masks: bool = True) -> NetworkOutput:
+        """:meth:`forward` from the inputs' channels ``x = self.inputs(numeric, codes)``
+        ``(n, input_dim)``: where a caller works on the channels themselves (the learned column
+        selector of :mod:`tabsparse.training.selection` mixes them with drawn ones)."""
         k = self.n_members
         # networks pickled before output_groups existed weight steps by the paper's eta
         effects = with_masks and hasattr(self, "output_groups")

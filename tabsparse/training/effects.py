@@ -106,7 +106,7 @@ def column_effects(
                         cod = codes.clone()
                         cod[:, position] = drawn
                     moved = network(num, cod, with_masks=False).logits
-                    change = F.output_size(moved.float() - base.float(), _as(centre, moved))
+                    change = F.output_size(moved.float() - base.float(), centre)
                     out[start:stop, c] = change.view(n_draws, size).mean(dim=0).cpu()
     finally:
         network.train(was_training)
@@ -121,7 +121,3 @@ def _stratified(
     u = torch.rand(stratum.shape, generator=generator, dtype=torch.float64)
     index = ((stratum + u) * (len(ordered) / n_draws)).long().clamp_(max=len(ordered) - 1)
     return ordered[index.to(ordered.device)]
-
-
-def _as(centre: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor | None:
-    return None if centre is None else centre.to(device=like.device, dtype=torch.float32)
