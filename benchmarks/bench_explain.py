@@ -13,7 +13,11 @@ Three measurements of tabsparse's explanations (``explain(X).importances`` per r
    mask AUC = ROC AUC of all (row, feature) importances against relevance; switch rate = share
    of rows whose selected set contains x11. Models: tabsparse ``TabNetClassifier`` defaults
    (``random_state`` 0..N-1) and pytorch-tabnet 4.1 ``TabNetClassifier(verbose=0, seed=s)`` with
-   a 10% ``eval_set`` (as in ``bench_quality.py``).
+   a 10% ``eval_set`` (as in ``bench_quality.py``). The same tabsparse fits are also explained
+   by ``explain_effects`` (8 stratified draws from the test rows; selected: share >= 5%) and
+   by a learned selector (``fit_selector`` on the training rows with its defaults, then
+   ``explain`` of the test rows; selected: probability >= 0.5; ``selector_residual`` is the
+   mean of ``Selection.residual``).
 2. **Stability** on real tables (``bench_quality.py``'s tasks, splits and caps): three fits that
    differ only in the seed; the mean over the three pairs of the top-5 overlap (0..5) and of
    the Spearman correlation of all importances, for tabsparse's ``feature_importances_``
@@ -21,7 +25,9 @@ Three measurements of tabsparse's explanations (``explain(X).importances`` per r
    scikit-learn's ``permutation_importance`` of the tabsparse model; beside LightGBM gain
    importances (bagged: ``subsample=0.8, subsample_freq=1, colsample_bytree=0.8``, so that the
    seed matters; and plain defaults, which do not depend on it) and the permutation importance
-   of a ``HistGradientBoosting`` model. Permutation importance: ``n_repeats=5`` on 2,000 test
+   of a ``HistGradientBoosting`` model; and the means over the held-out rows of
+   ``explain_effects`` and of a selector trained on up to 10,000 training rows. Permutation
+   importance: ``n_repeats=5`` on 2,000 test
    rows, ROC AUC (binary), one-vs-rest AUC (multi-class) or RMSE (regression). And the mean of
    three refits (``tabsparse.refit_importances``, seeds ``3s, 3s + 1, 3s + 2`` for the
    benchmark's seed ``s``: nine fits, three means compared as above; ``--refit-jobs`` runs the

@@ -199,6 +199,7 @@ def test_fit_selector_explains_rows(binary) -> None:
     )
     assert (got.residual >= 0).all()
     assert selector.budget == SELECTION_BUDGET and selector.scale > 0
+    assert repr(selector) == "ColumnSelector(TabNetClassifier, budget=0.02, rows=400)"
     # the column the target leans on most is selected more often than either noise column
     rate = dict(zip(got.feature_names, got.selection_rate(), strict=True))
     assert rate["a"] > max(rate["noise0"], rate["noise1"])

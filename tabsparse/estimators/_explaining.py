@@ -295,6 +295,12 @@ class ColumnSelector:
     def scale(self) -> float:
         return float(self._net.scale)
 
+    def __repr__(self) -> str:
+        return (
+            f"ColumnSelector({type(self.estimator).__name__}, budget={self.budget}, "
+            f"rows={len(self._pool)})"
+        )
+
     def explain(self, X: Any, *, n_draws: int = 8, random_state: Any = 0) -> Selection:
         """Which columns each row of ``X`` needs, and how far its prediction still moves when
         the others are drawn (``residual``, the mean over ``n_draws`` draws from the rows the

@@ -165,11 +165,16 @@ def selection_probabilities(
 ) -> torch.Tensor:
     """Each row's probability that each column is needed ``(n_rows, n_columns)``, float32 on
     the CPU."""
-    out = []
-    for start, stop in batch_bounds(len(data), batch_size):
-        chunk = data.take(slice(start, stop))
-        out.append(torch.sigmoid(selector(network.inputs(chunk.numeric, chunk.codes))).cpu())
-    return torch.cat(out) if out else torch.zeros(0, selector.n_columns)
+    was_training = network.training
+    network.eval()
+    try:
+        out = [
+            torch.sigmoid(selector(_input_channels(network, data.take(slice(start, stop)))))
+            for start, stop in batch_bounds(len(data), batch_size)
+        ]
+    finally:
+        network.train(was_training)
+    return torch.cat(out).cpu() if out else torch.zeros(0, selector.n_columns)
 
 
 @torch.no_grad()
@@ -182,6 +187,7 @@ def residual_change(
     *,
     n_draws: int,
     generator: torch.Generator,
+    batch_size: int = 16384,
 ) -> torch.Tensor:
     """How far each row's outputs move, over the selector's ``scale``, when the columns not in
     ``keep`` (bool ``(n_rows, n_columns)``) are drawn from ``background``: the mean over
@@ -191,21 +197,34 @@ def residual_change(
     was_training = network.training
     network.eval()
     try:
-        pool = background.take(slice(0, len(background)))
-        pool_channels = network.inputs(pool.numeric, pool.codes)
-        x = network.inputs(data.numeric, data.codes)
-        index = selector.channel_column.to(x.device)
+        pool = _input_channels(network, background, batch_size)
+        index = selector.channel_column.to(pool.device)
         centre = getattr(network, "output_centre", None)
-        kept = keep.to(x.device)[:, index]
-        base = _outputs(network, x)
-        total = torch.zeros(len(x), device=x.device)
-        for _ in range(n_draws):
-            drawn = _drawn(pool_channels, index, len(x), len(keep[0]), generator)
-            moved = _outputs(network, torch.where(kept, x, drawn))
-            total += F.output_size(moved - base, centre)
+        out = torch.zeros(len(data))
+        for start, stop in batch_bounds(len(data), batch_size):
+            chunk = data.take(slice(start, stop))
+            x = network.inputs(chunk.numeric, chunk.codes).float()
+            kept = keep[start:stop].to(x.device)[:, index]
+            base = _outputs(network, x)
+            total = torch.zeros(len(x), device=x.device)
+            for _ in range(n_draws):
+                drawn = _drawn(pool, index, len(x), selector.n_columns, generator)
+                moved = _outputs(network, torch.where(kept, x, drawn))
+                total += F.output_size(moved - base, centre)
+            out[start:stop] = (total / n_draws).cpu()
     finally:
         network.train(was_training)
-    return (total / n_draws / selector.scale).float().cpu()
+    return out / selector.scale
+
+
+@torch.no_grad()
+def _input_channels(network: Any, data: TensorData, batch_size: int = 16384) -> torch.Tensor:
+    """The input channels of every row of ``data`` ``(n, n_channels)`` float32, on its device."""
+    parts = []
+    for start, stop in batch_bounds(len(data), batch_size):
+        chunk = data.take(slice(start, stop))
+        parts.append(network.inputs(chunk.numeric, chunk.codes).float())
+    return torch.cat(parts)
 
 
 def _channels(
@@ -220,12 +239,10 @@ def _channels(
             owner[ch] = c
     if -1 in owner or len(set(columns)) != len(columns):
         raise ValueError("columns must name every input column once")
-    pool = background.take(slice(0, len(background)))
     was_training = network.training
     network.eval()
     try:
-        with torch.no_grad():
-            channels = inputs(pool.numeric, pool.codes).float()
+        channels = _input_channels(network, background)
     finally:
         network.train(was_training)
     return channels, owner
