@@ -99,6 +99,20 @@ class _RowImportances:
         return pd.DataFrame(self.importances, columns=self.feature_names)
 
 
+def _per_row(name: str, values: object, feature_names: list[str]) -> np.ndarray:
+    """``values`` as float64 ``(n_samples, n_features)``, or a ``ValueError`` naming ``name``."""
+    out = np.asarray(values, dtype=np.float64)
+    if out.ndim != 2 or out.shape[1] != len(feature_names):
+        raise ValueError(f"{name} {out.shape} must be (n_samples, {len(feature_names)})")
+    return out
+
+
+def _shares(values: np.ndarray) -> np.ndarray:
+    """Each row of ``values`` as shares of its total (a row totalling 0 stays zeros)."""
+    total = values.sum(axis=1, keepdims=True)
+    return np.divide(values, total, out=np.zeros_like(values), where=total > 0)
+
+
 @dataclass(frozen=True)
 class Explanation(_RowImportances):
     """What ``estimator.explain(X)`` returns.
@@ -174,17 +188,11 @@ class Effects(_RowImportances):
     importances: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        effects = np.asarray(self.effects, dtype=np.float64)
-        if effects.ndim != 2 or effects.shape[1] != len(self.feature_names):
-            raise ValueError(
-                f"effects {effects.shape} must be (n_samples, {len(self.feature_names)})"
-            )
+        effects = _per_row("effects", self.effects, self.feature_names)
         if not 0.0 <= self.material_share <= 1.0:
             raise ValueError(f"material_share={self.material_share!r} must be in [0, 1]")
-        total = effects.sum(axis=1, keepdims=True)
-        shares = np.divide(effects, total, out=np.zeros_like(effects), where=total > 0)
         object.__setattr__(self, "effects", effects)
-        object.__setattr__(self, "importances", shares)
+        object.__setattr__(self, "importances", _shares(effects))
 
     @property
     def selected(self) -> np.ndarray:
@@ -230,20 +238,13 @@ class Selection(_RowImportances):
     importances: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        p = np.asarray(self.probabilities, dtype=np.float64)
-        if p.ndim != 2 or p.shape[1] != len(self.feature_names):
-            raise ValueError(
-                f"probabilities {p.shape} must be (n_samples, {len(self.feature_names)})"
-            )
+        p = _per_row("probabilities", self.probabilities, self.feature_names)
         residual = np.asarray(self.residual, dtype=np.float64)
         if residual.shape != (p.shape[0],):
             raise ValueError(f"residual {residual.shape} must be ({p.shape[0]},)")
-        total = p.sum(axis=1, keepdims=True)
         object.__setattr__(self, "probabilities", p)
         object.__setattr__(self, "residual", residual)
-        object.__setattr__(
-            self, "importances", np.divide(p, total, out=np.zeros_like(p), where=total > 0)
-        )
+        object.__setattr__(self, "importances", _shares(p))
 
     @property
     def selected(self) -> np.ndarray:

@@ -543,15 +543,20 @@ def test_a_pretrainer_file_is_explained_and_described_but_not_predicted(
     assert_one_line_error(rc, err, "TabNetPretrainer", "makes no predictions")
 
 
+def _explain_with(capsys, workdir: Path, model: Path, flag: str):  # type: ignore[no-untyped-def]
+    """``tabsparse explain MODEL new.csv -o FILE flag``: its arguments, the table it wrote and
+    the rows it explained."""
+    args = ("explain", model, workdir / "new.csv", "-o", workdir / f"{flag[2:]}.csv", flag)
+    rc, _, err = run(capsys, *args)
+    assert rc == 0, err
+    return args, pd.read_csv(args[4]), pd.read_csv(workdir / "new.csv")
+
+
 def test_explain_selector_writes_the_probabilities_and_residual(
     capsys: pytest.CaptureFixture[str], workdir: Path, classifier_file: Path, model_io
 ) -> None:  # type: ignore[no-untyped-def]
-    out = workdir / "selector.csv"
-    args = ("explain", classifier_file, workdir / "new.csv", "-o", out, "--selector")
-    rc, _, err = run(capsys, *args)
-    assert rc == 0, err
-    written = pd.read_csv(out)
-    new = pd.read_csv(workdir / "new.csv")[["a", "b", "c"]]
+    args, written, new = _explain_with(capsys, workdir, classifier_file, "--selector")
+    new = new[["a", "b", "c"]]
     expected = model_io.load(classifier_file).fit_selector(new).explain(new)
     assert written.columns.tolist() == ["a", "b", "c", "residual"]
     np.testing.assert_allclose(
@@ -567,12 +572,8 @@ def test_explain_selector_writes_the_probabilities_and_residual(
 def test_explain_effects_writes_the_effect_shares(
     capsys: pytest.CaptureFixture[str], workdir: Path, classifier_file: Path, model_io
 ) -> None:  # type: ignore[no-untyped-def]
-    out = workdir / "effects.csv"
-    args = ("explain", classifier_file, workdir / "new.csv", "-o", out, "--effects")
-    rc, _, err = run(capsys, *args)
-    assert rc == 0, err
-    written = pd.read_csv(out)
-    new = pd.read_csv(workdir / "new.csv")
+    args, written, new = _explain_with(capsys, workdir, classifier_file, "--effects")
+    out = args[4]
     expected = model_io.load(classifier_file).explain_effects(new[["a", "b", "c"]])
     assert written.columns.tolist() == ["a", "b", "c"]
     np.testing.assert_allclose(written.to_numpy(), expected.importances, rtol=1e-6, atol=1e-9)
