@@ -295,3 +295,17 @@ def test_selection_checks_its_shapes() -> None:
         Selection(np.zeros(3), np.zeros(3), ["a", "b"])
     with pytest.raises(ValueError, match=r"residual \(2,\) must be \(3,\)"):
         Selection(np.zeros((3, 2)), np.zeros(2), ["a", "b"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_fit_selector_and_effects() -> None:
+    """On a CUDA fit the selector trains and explains on the GPU (draws from CPU generators)."""
+    X = _table(seed=5)
+    y = ((2 * X["a"] + (X["k"] == "u") * 2.0) > 0.5).astype(int).to_numpy()
+    est = TabNetClassifier(**{**TINY_FIT, "max_epochs": 10, "device": "cuda"}).fit(X, y)
+    proba = est.predict_proba(X)
+    got = est.fit_selector(X, n_iter=50).explain(X.iloc[:60])
+    assert got.probabilities.shape == (60, 5) and np.isfinite(got.residual).all()
+    eff = est.explain_effects(X.iloc[:60], n_draws=2)
+    assert eff.effects.shape == (60, 5) and (eff.effects >= 0).all()
+    np.testing.assert_array_equal(est.predict_proba(X), proba)
