@@ -219,6 +219,9 @@ class Selection(_RowImportances):
         above, they are not (the selection is unreliable for that row).
     feature_names : list of str
         The column names, in the order of the last axis.
+    probabilities_std : ndarray of shape (n_samples, n_features) or None
+        With several selectors (``fit_selector(n_selectors=k)``, ``k > 1``): the standard
+        deviation of their probabilities (``probabilities`` is their mean); None for one.
     importances : ndarray of shape (n_samples, n_features)
         ``probabilities`` as shares of the row's total (rows sum to one).
 
@@ -235,6 +238,7 @@ class Selection(_RowImportances):
     probabilities: np.ndarray
     residual: np.ndarray
     feature_names: list[str]
+    probabilities_std: np.ndarray | None = None
     importances: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -242,6 +246,11 @@ class Selection(_RowImportances):
         residual = np.asarray(self.residual, dtype=np.float64)
         if residual.shape != (p.shape[0],):
             raise ValueError(f"residual {residual.shape} must be ({p.shape[0]},)")
+        if self.probabilities_std is not None:
+            std = _per_row("probabilities_std", self.probabilities_std, self.feature_names)
+            if std.shape != p.shape:
+                raise ValueError(f"probabilities_std {std.shape} must be {p.shape}")
+            object.__setattr__(self, "probabilities_std", std)
         object.__setattr__(self, "probabilities", p)
         object.__setattr__(self, "residual", residual)
         object.__setattr__(self, "importances", _shares(p))

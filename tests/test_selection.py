@@ -199,7 +199,10 @@ def test_fit_selector_explains_rows(binary) -> None:
     )
     assert (got.residual >= 0).all()
     assert selector.budget == SELECTION_BUDGET and selector.scale > 0
-    assert repr(selector) == "ColumnSelector(TabNetClassifier, budget=0.02, rows=400)"
+    assert repr(selector) == (
+        "ColumnSelector(TabNetClassifier, budget=0.02, rows=400, n_selectors=1)"
+    )
+    assert got.probabilities_std is None
     # the column the target leans on most is selected more often than either noise column
     rate = dict(zip(got.feature_names, got.selection_rate(), strict=True))
     assert rate["a"] > max(rate["noise0"], rate["noise1"])
@@ -231,6 +234,30 @@ def test_selection_is_reproducible_and_seeded(binary) -> None:
     np.testing.assert_array_equal(one.probabilities, two.probabilities)
     np.testing.assert_array_equal(one.residual, two.residual)
     assert not np.array_equal(one.probabilities, other.probabilities)
+
+
+def test_several_selectors_are_averaged_with_their_spread(binary) -> None:
+    """``n_selectors=3``: three selectors of their own weights, one scale; ``probabilities`` their
+    mean, ``probabilities_std`` their spread, ``selected`` and the residual from the mean."""
+    est, X, _ = binary
+    selector = est.fit_selector(X, n_iter=30, n_selectors=3, random_state=2)
+    assert selector.n_selectors == 3 and "n_selectors=3" in repr(selector)
+    nets = selector._nets
+    assert len({n.scale for n in nets}) == 1
+    rows = X.iloc[:40]
+    got = selector.explain(rows, random_state=0)
+    data = est._tensor_data(est._encode(rows), None, None, est.device_)
+    each = np.stack([selection_probabilities(est.network_, n, data).numpy() for n in nets])
+    assert not np.array_equal(each[0], each[1])
+    np.testing.assert_allclose(got.probabilities, each.mean(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(got.probabilities_std, each.std(axis=0, ddof=1), rtol=1e-5)
+    np.testing.assert_array_equal(got.selected, got.probabilities >= 0.5)
+    keep = torch.from_numpy(each.mean(axis=0) >= 0.5)
+    g = torch.Generator().manual_seed(int(np.random.RandomState(0).randint(2**31 - 1)))
+    want = residual_change(
+        est.network_, nets[0], data, selector._pool, keep, n_draws=8, generator=g
+    )
+    np.testing.assert_allclose(got.residual, want.numpy(), rtol=1e-5)
 
 
 def test_sparse_rows_are_explained_as_dense() -> None:
@@ -269,6 +296,8 @@ def test_bad_input_is_refused(binary) -> None:
     for bad in (0, -3, 1.5, True):
         with pytest.raises(ValueError, match=rf"n_iter={bad!r} must be an integer >= 1"):
             est.fit_selector(X, n_iter=bad)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=rf"n_selectors={bad!r} must be an integer >= 1"):
+            est.fit_selector(X, n_selectors=bad)  # type: ignore[arg-type]
         with pytest.raises(ValueError, match=rf"n_draws={bad!r} must be an integer >= 1"):
             selector.explain(X, n_draws=bad)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"rows of X, which has 1 row\(s\); pass at least 2"):
@@ -299,6 +328,8 @@ def test_selection_checks_its_shapes() -> None:
         Selection(np.zeros(3), np.zeros(3), ["a", "b"])
     with pytest.raises(ValueError, match=r"residual \(2,\) must be \(3,\)"):
         Selection(np.zeros((3, 2)), np.zeros(2), ["a", "b"])
+    with pytest.raises(ValueError, match=r"probabilities_std \(2, 2\) must be \(3, 2\)"):
+        Selection(np.zeros((3, 2)), np.zeros(3), ["a", "b"], np.zeros((2, 2)))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -170,6 +170,7 @@ class Explaining:
         *,
         budget: float = SELECTION_BUDGET,
         n_iter: int = 2400,
+        n_selectors: int = 1,
         random_state: Any = 0,
     ) -> ColumnSelector:
         """Learn which columns each row's prediction needs: a small network trained on the rows
@@ -196,8 +197,13 @@ class Explaining:
             of that. Larger keeps fewer columns.
         n_iter : int
             Training steps (>= 1).
+        n_selectors : int
+            Selectors trained one after the other with their own weights and draws (>= 1; each
+            costs ``n_iter`` steps): :meth:`ColumnSelector.explain` averages their probabilities
+            and reports their spread (``Selection.probabilities_std``), which says how much of a
+            selection is the selector's own seed.
         random_state : int, RandomState instance or None
-            Seeds the selector's weights and the draws.
+            Seeds the selectors' weights and the draws.
 
         Returns
         -------
@@ -208,19 +214,25 @@ class Explaining:
             0 < budget < float("inf")
         ):
             raise ValueError(f"budget={budget!r} must be a positive number")
-        if isinstance(n_iter, bool) or not isinstance(n_iter, numbers.Integral) or n_iter < 1:
-            raise ValueError(f"n_iter={n_iter!r} must be an integer >= 1")
+        for name, value in (("n_iter", n_iter), ("n_selectors", n_selectors)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ValueError(f"{name}={value!r} must be an integer >= 1")
         pool = self._draw_pool(None, X, what="X")
         generator = _generator(random_state)
-        selector = fit_selector(
-            self.network_,
-            pool,
-            self._column_places(),
-            budget=float(budget),
-            n_iter=int(n_iter),
-            generator=generator,
-        )
-        return ColumnSelector(self, selector, pool, float(budget))
+        nets: list[SelectorNet] = []
+        for _ in range(int(n_selectors)):
+            nets.append(
+                fit_selector(
+                    self.network_,
+                    pool,
+                    self._column_places(),
+                    budget=float(budget),
+                    n_iter=int(n_iter),
+                    generator=generator,
+                    scale=nets[0].scale if nets else None,
+                )
+            )
+        return ColumnSelector(self, nets, pool, float(budget))
 
     def _check_explainable(self, method: str) -> None:
         check_is_fitted(self)
@@ -282,23 +294,31 @@ class ColumnSelector:
     scale : float
         How far a background row's outputs move, on average, when all of its columns are
         drawn: the unit of ``budget`` and of :attr:`Selection.residual`.
+    n_selectors : int
+        How many selectors it averages.
     """
 
-    def __init__(self, estimator: Any, net: SelectorNet, pool: TensorData, budget: float) -> None:
+    def __init__(
+        self, estimator: Any, nets: list[SelectorNet], pool: TensorData, budget: float
+    ) -> None:
         self.estimator = estimator
         self.budget = budget
-        self._net = net
+        self._nets = nets
         self._pool = pool
         self._fitted = _fingerprint(estimator.network_)
 
     @property
     def scale(self) -> float:
-        return float(self._net.scale)
+        return float(self._nets[0].scale)
+
+    @property
+    def n_selectors(self) -> int:
+        return len(self._nets)
 
     def __repr__(self) -> str:
         return (
             f"ColumnSelector({type(self.estimator).__name__}, budget={self.budget}, "
-            f"rows={len(self._pool)})"
+            f"rows={len(self._pool)}, n_selectors={self.n_selectors})"
         )
 
     def explain(self, X: Any, *, n_draws: int = 8, random_state: Any = 0) -> Selection:
@@ -319,24 +339,26 @@ class ColumnSelector:
         if isinstance(n_draws, bool) or not isinstance(n_draws, numbers.Integral) or n_draws < 1:
             raise ValueError(f"n_draws={n_draws!r} must be an integer >= 1")
         generator = _generator(random_state)
-        probabilities, residual = [], []
+        per_net, residual = [], []
         for enc in est._encoded_blocks(X):
             data = est._tensor_data(enc, None, None, est.device_)
-            p = selection_probabilities(network, self._net, data)
-            probabilities.append(p.numpy())
+            p = torch.stack([selection_probabilities(network, n, data) for n in self._nets])
+            per_net.append(p.numpy())
             residual.append(
                 residual_change(
                     network,
-                    self._net,
+                    self._nets[0],
                     data,
                     self._pool,
-                    p >= 0.5,
+                    p.mean(dim=0) >= 0.5,
                     n_draws=int(n_draws),
                     generator=generator,
                 ).numpy()
             )
+        each = np.concatenate(per_net, axis=1).astype(np.float64)
         return Selection(
-            np.concatenate(probabilities),
+            each.mean(axis=0),
             np.concatenate(residual),
             list(est.encoder_.feature_names),
+            each.std(axis=0, ddof=1) if len(each) > 1 else None,
         )

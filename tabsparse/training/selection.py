@@ -105,12 +105,15 @@ def fit_selector(
     hidden: int = 100,
     batch_size: int = 256,
     lr: float = 1e-3,
+    scale: float | None = None,
 ) -> SelectorNet:
     """Train a :class:`SelectorNet` for ``network`` on the rows of ``background`` (module
     docstring): ``n_iter`` Adam steps on batches of ``batch_size`` rows, each column of each row
     drawn from an independent background row. ``columns`` gives each selected column's place,
-    in the order of the selector's outputs. ``network``'s weights, mode and gradient flags are
-    left as they were; the selector is on the network's device, in eval mode."""
+    in the order of the selector's outputs. ``scale``: the unit of the loss, measured on the
+    background when None (selectors trained to be averaged share one). ``network``'s weights,
+    mode and gradient flags are left as they were; the selector is on the network's device, in
+    eval mode."""
     if not (budget > 0 and math.isfinite(budget)):
         raise ValueError(f"{budget=} must be a positive number")
     if n_iter < 1:
@@ -130,8 +133,10 @@ def fit_selector(
     try:
         for p in network.parameters():
             p.requires_grad_(False)
-        with torch.no_grad():
-            selector.scale = _mean_full_change(network, channels, selector, centre, generator)
+        if scale is None:
+            with torch.no_grad():
+                scale = _mean_full_change(network, channels, selector, centre, generator)
+        selector.scale = scale
         optimiser = torch.optim.Adam(selector.parameters(), lr=lr)
         index = selector.channel_column.to(device)
         for _ in range(n_iter):
