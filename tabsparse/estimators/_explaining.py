@@ -144,8 +144,7 @@ class Explaining:
             n_features), ``feature_names``.
         """
         self._check_explainable("explain_effects")
-        if isinstance(n_draws, bool) or not isinstance(n_draws, numbers.Integral) or n_draws < 1:
-            raise ValueError(f"n_draws={n_draws!r} must be an integer >= 1")
+        _check_count("n_draws", n_draws)
         blocks = self._encoded_blocks(X)
         pool = self._draw_pool(blocks[0] if background is None else None, background)
         generator = _generator(random_state)
@@ -214,18 +213,18 @@ class Explaining:
             0 < budget < float("inf")
         ):
             raise ValueError(f"budget={budget!r} must be a positive number")
-        for name, value in (("n_iter", n_iter), ("n_selectors", n_selectors)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-                raise ValueError(f"{name}={value!r} must be an integer >= 1")
+        _check_count("n_iter", n_iter)
+        _check_count("n_selectors", n_selectors)
         pool = self._draw_pool(None, X, what="X")
         generator = _generator(random_state)
+        places = self._column_places()
         nets: list[SelectorNet] = []
         for _ in range(int(n_selectors)):
             nets.append(
                 fit_selector(
                     self.network_,
                     pool,
-                    self._column_places(),
+                    places,
                     budget=float(budget),
                     n_iter=int(n_iter),
                     generator=generator,
@@ -264,6 +263,12 @@ class Explaining:
             ("numeric", numeric.index(c)) if c in numeric else ("codes", categorical.index(c))
             for c in range(len(numeric) + len(categorical))
         ]
+
+
+def _check_count(name: str, value: Any) -> None:
+    """A ``ValueError`` unless ``value`` is an integer >= 1 (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name}={value!r} must be an integer >= 1")
 
 
 def _generator(random_state: Any) -> torch.Generator:
@@ -336,8 +341,7 @@ class ColumnSelector:
             raise ValueError(
                 "the estimator was refitted after fit_selector: fit a new selector for it"
             )
-        if isinstance(n_draws, bool) or not isinstance(n_draws, numbers.Integral) or n_draws < 1:
-            raise ValueError(f"n_draws={n_draws!r} must be an integer >= 1")
+        _check_count("n_draws", n_draws)
         generator = _generator(random_state)
         per_net, residual = [], []
         for enc in est._encoded_blocks(X):

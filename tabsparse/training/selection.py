@@ -277,11 +277,10 @@ def _mean_full_change(
     """The mean size of the change of the outputs when every column of a background row is
     drawn: the unit of the selector's loss."""
     index = selector.channel_column.to(channels.device)
-    n_columns = int(index.max()) + 1
     total, n = 0.0, len(channels)
     for start, stop in batch_bounds(n, batch_size):
         x = channels[start:stop]
-        drawn = _drawn(channels, index, stop - start, n_columns, generator)
+        drawn = _drawn(channels, index, stop - start, selector.n_columns, generator)
         moved = _outputs(network, drawn)
         total += float(F.output_size(moved - _outputs(network, x), centre).sum())
     mean = total / n
