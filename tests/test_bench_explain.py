@@ -176,9 +176,11 @@ def test_find_row_matches_seed_config_and_parameters() -> None:
     one = {**today, "n_members": "1"}
     four = {**today, "n_members": "4"}
     written_out = {**four, "numeric_embedding": "'periodic'", "first_mask": "'shared'"}
-    # rows from before explain_effects or fit_selector, or with effects' earlier independent
-    # draws: refitted
+    # rows from before explain_effects or fit_selector, with effects' earlier independent
+    # draws, or with another number of selectors than fit_selector's default: refitted
+    n_sel = be.default_selectors()
     eff = {"effects_mask_auc": 0.9, "effects_sampling": "stratified", "selector_mask_auc": 0.9}
+    eff |= {"selector_n_selectors": n_sel}
     rows = [
         {**key, "tabsparse_params": {**old, "gamma": "1.5"}, "auc": 0.1, **eff},
         {**key, "tabsparse_params": old, "auc": 0.2, **eff},
@@ -189,8 +191,10 @@ def test_find_row_matches_seed_config_and_parameters() -> None:
         {**key, "config": "i", "tabsparse_params": written_out, "auc": 0.8, "effects_mask_auc": 1},
         {**key, "config": "j", "tabsparse_params": written_out, "auc": 0.8}
         | {"effects_mask_auc": 1, "effects_sampling": "stratified"},
+        {**key, "config": "k", "tabsparse_params": written_out, "auc": 0.8}
+        | {**eff, "selector_n_selectors": n_sel + 1},
     ]
-    for config in "hij":
+    for config in "hijk":
         got = be.find_row(rows, {**key, "config": config}, today, n_rows=100, kind="binary")
         assert got is None
     assert today["n_members"] == today["numeric_embedding"] == today["first_mask"] == "'auto'"
