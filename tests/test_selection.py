@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import pickle
 
 import numpy as np
@@ -25,7 +26,9 @@ from tabsparse.training import TensorData
 from tabsparse.training.selection import (
     SELECTION_BUDGET,
     fit_selector,
+    held_out_loss,
     residual_change,
+    selection_loss,
     selection_probabilities,
 )
 
@@ -120,6 +123,48 @@ def test_residual_change_by_hand(switch) -> None:
     gate = torch.sigmoid(8 * data.numeric[:, 2])
     want = 4 * gate * (data.numeric[:, 0] - 0.25).abs() / selector.scale
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5)
+
+
+def test_the_held_out_loss_by_hand(switch) -> None:
+    """A selector that keeps every column pays only ``budget * sum softplus(logit)``; one that
+    keeps none moves each row to the (one) background row: ``|f(c) - f(x)| / scale``."""
+    net, trained = switch
+    data = _switch_data(60, 5)
+    background = TensorData(
+        torch.tensor([[0.5, -1.0, 2.0, 0.3]]).repeat(2, 1), torch.tensor([[2], [2]])
+    )
+    selector = copy.deepcopy(trained)
+    last = selector.layers[-1]
+    with torch.no_grad():
+        last.weight.zero_()
+        last.bias.fill_(30.0)
+    g = torch.Generator().manual_seed(0)
+    got = held_out_loss(net, selector, data, background, budget=0.02, n_draws=3, generator=g)
+    assert got == pytest.approx(0.02 * 5 * 30.0, rel=1e-6)
+    with torch.no_grad():
+        last.bias.fill_(-30.0)
+    got = held_out_loss(net, selector, data, background, budget=0.02, n_draws=3, generator=g)
+    x = data.numeric
+    gate = torch.sigmoid(8 * x[:, 2])
+    fx = gate * 4 * x[:, 0] + (1 - gate) * 4 * x[:, 1] + 3 * (data.codes[:, 0] == 2)
+    fc = torch.sigmoid(torch.tensor(16.0)) * 2 + (1 - torch.sigmoid(torch.tensor(16.0))) * -4 + 3
+    want = float((fc - fx).abs().mean()) / selector.scale
+    assert got == pytest.approx(want, rel=1e-5)
+    # the trained selector's objective on new rows: below both extremes
+    rows = _switch_data(2000, 6)
+    loss = held_out_loss(net, trained, rows, rows, budget=SELECTION_BUDGET, n_draws=2, generator=g)
+    keep_all = 0.02 * 5 * 30.0
+    assert loss < 0.5 and loss < keep_all
+    # the training loss is the same function: per row, with gradients to the selector only
+    pool = _input_channels_of(net, rows)
+    per_row = selection_loss(net, trained, pool[:8], pool, budget=0.02, generator=g)
+    assert per_row.shape == (8,) and per_row.requires_grad
+    with pytest.raises(ValueError, match="n_draws=0 must be >= 1"):
+        held_out_loss(net, trained, rows, rows, budget=0.02, n_draws=0, generator=g)
+
+
+def _input_channels_of(net: _Switch, data: TensorData) -> torch.Tensor:
+    return net.inputs(data.numeric, data.codes).float()
 
 
 def test_the_scale_is_the_mean_change_of_a_whole_replacement(switch) -> None:
@@ -236,6 +281,24 @@ def test_selection_is_reproducible_and_seeded(binary) -> None:
     assert not np.array_equal(one.probabilities, other.probabilities)
 
 
+def test_the_loss_on_held_out_rows_ranks_selectors(binary) -> None:
+    """``ColumnSelector.loss``: the objective on other rows; a trained selector beats one of a
+    single step, the value is reproducible, and it is the core's ``held_out_loss``."""
+    est, X, selector = binary
+    held = _table(200, seed=9)
+    untrained = est.fit_selector(X, n_iter=1)
+    assert selector.loss(held) < untrained.loss(held)
+    assert selector.loss(held, random_state=3) == selector.loss(held, random_state=3)
+    data = est._tensor_data(est._encode(held), None, None, est.device_)
+    g = torch.Generator().manual_seed(int(np.random.RandomState(0).randint(2**31 - 1)))
+    want = held_out_loss(
+        est.network_, selector._nets[0], data, selector._pool, budget=0.02, n_draws=4, generator=g
+    )
+    assert selector.loss(held) == pytest.approx(want, rel=1e-6)
+    with pytest.raises(ValueError, match=r"n_draws=0 must be an integer >= 1"):
+        selector.loss(held, n_draws=0)
+
+
 def test_several_selectors_are_averaged_with_their_spread(binary) -> None:
     """``n_selectors=3``: three selectors of their own weights, one scale; ``probabilities`` their
     mean, ``probabilities_std`` their spread, ``selected`` and the residual from the mean."""
@@ -321,6 +384,8 @@ def test_a_refitted_estimator_needs_a_new_selector() -> None:
     est.set_params(random_state=1).fit(X, y)
     with pytest.raises(ValueError, match="refitted after fit_selector: fit a new selector"):
         selector.explain(X)
+    with pytest.raises(ValueError, match="refitted after fit_selector: fit a new selector"):
+        selector.loss(X)
 
 
 def test_selection_checks_its_shapes() -> None:

@@ -27,6 +27,7 @@ from tabsparse.training.selection import (
     SELECTION_BUDGET,
     SelectorNet,
     fit_selector,
+    held_out_loss,
     residual_change,
     selection_probabilities,
 )
@@ -326,6 +327,40 @@ class ColumnSelector:
             f"rows={len(self._pool)}, n_selectors={self.n_selectors})"
         )
 
+    def loss(self, X: Any, *, n_draws: int = 4, random_state: Any = 0) -> float:
+        """The selectors' training objective on the rows of ``X`` (lower is better): how far
+        a row's prediction moves when its unselected columns are drawn (relaxed gates, values
+        from the rows the selector learned on), over ``scale``, plus ``budget`` times each kept
+        column's cost; the mean over the rows, ``n_draws`` draws and the selectors. On held-out
+        rows it says how well a selector fits its objective, to compare selectors of the same
+        budget (e.g. of other seeds or ``n_iter``)."""
+        est, network = self.estimator, self._network()
+        _check_count("n_draws", n_draws)
+        generator = _generator(random_state)
+        blocks = [est._tensor_data(enc, None, None, est.device_) for enc in est._encoded_blocks(X)]
+        total = 0.0
+        for net in self._nets:
+            for data in blocks:
+                total += len(data) * held_out_loss(
+                    network,
+                    net,
+                    data,
+                    self._pool,
+                    budget=self.budget,
+                    n_draws=int(n_draws),
+                    generator=generator,
+                )
+        return total / (len(self._nets) * sum(len(data) for data in blocks))
+
+    def _network(self) -> Any:
+        """The estimator's network, if it is still the one the selectors were trained on."""
+        network = getattr(self.estimator, "network_", None)
+        if network is None or _fingerprint(network) != self._fitted:
+            raise ValueError(
+                "the estimator was refitted after fit_selector: fit a new selector for it"
+            )
+        return network
+
     def explain(self, X: Any, *, n_draws: int = 8, random_state: Any = 0) -> Selection:
         """Which columns each row of ``X`` needs, and how far its prediction still moves when
         the others are drawn (``residual``, the mean over ``n_draws`` draws from the rows the
@@ -335,12 +370,7 @@ class ColumnSelector:
         -------
         Selection
         """
-        est = self.estimator
-        network = getattr(est, "network_", None)
-        if network is None or _fingerprint(network) != self._fitted:
-            raise ValueError(
-                "the estimator was refitted after fit_selector: fit a new selector for it"
-            )
+        est, network = self.estimator, self._network()
         _check_count("n_draws", n_draws)
         generator = _generator(random_state)
         per_net, residual = [], []

@@ -48,7 +48,9 @@ __all__ = [
     "SELECTION_BUDGET",
     "SelectorNet",
     "fit_selector",
+    "held_out_loss",
     "residual_change",
+    "selection_loss",
     "selection_probabilities",
 ]
 
@@ -122,11 +124,10 @@ def fit_selector(
         raise ValueError("background needs at least 2 rows to draw values from")
     channels, channel_column = _channels(network, background, columns)
     device = channels.device
-    n, n_columns = channels.shape[0], len(columns)
-    selector = SelectorNet(channels.shape[1], channel_column, n_columns, hidden)
+    n = channels.shape[0]
+    selector = SelectorNet(channels.shape[1], channel_column, len(columns), hidden)
     selector.reset_parameters(generator)
     selector.to(device)
-    centre = getattr(network, "output_centre", None)
     was_training = network.training
     flags = [p.requires_grad for p in network.parameters()]
     network.eval()
@@ -135,24 +136,15 @@ def fit_selector(
             p.requires_grad_(False)
         if scale is None:
             with torch.no_grad():
+                centre = getattr(network, "output_centre", None)
                 scale = _mean_full_change(network, channels, selector, centre, generator)
         selector.scale = scale
         optimiser = torch.optim.Adam(selector.parameters(), lr=lr)
-        index = selector.channel_column.to(device)
         for _ in range(n_iter):
             rows = torch.randint(0, n, (min(batch_size, n),), generator=generator).to(device)
-            x = channels[rows]
-            drawn = _drawn(channels, index, len(rows), n_columns, generator)
-            logits = selector(x)
-            u = torch.rand(logits.shape, generator=generator).to(device).clamp_(1e-6, 1 - 1e-6)
-            gate = torch.sigmoid((logits + torch.log(u) - torch.log1p(-u)) / TEMPERATURE)
-            gate = gate[:, index]
-            with torch.no_grad():
-                base = _outputs(network, x)
-            moved = _outputs(network, gate * x + (1 - gate) * drawn)
-            change = F.output_size(moved - base, centre) / selector.scale
-            penalty = nn.functional.softplus(logits).sum(dim=1)
-            loss = (change + budget * penalty).mean()
+            loss = selection_loss(
+                network, selector, channels[rows], channels, budget=budget, generator=generator
+            ).mean()
             optimiser.zero_grad(set_to_none=True)
             loss.backward()
             optimiser.step()
@@ -162,6 +154,66 @@ def fit_selector(
         network.train(was_training)
     selector.eval()
     return selector
+
+
+def selection_loss(
+    network: Any,
+    selector: SelectorNet,
+    x: torch.Tensor,
+    pool: torch.Tensor,
+    *,
+    budget: float,
+    generator: torch.Generator,
+) -> torch.Tensor:
+    """The selector's objective for each row of ``x`` (input channels ``(n, n_channels)``),
+    ``(n,)``: ``size(f(x_z) - f(x)) / scale + budget * sum_j softplus(logit_j)`` with relaxed
+    gates ``z`` and each column drawn from its own random row of ``pool`` (input channels).
+    What :func:`fit_selector` minimises (with gradients to the selector), and what
+    :func:`held_out_loss` averages on other rows."""
+    index = selector.channel_column.to(x.device)
+    drawn = _drawn(pool, index, len(x), selector.n_columns, generator)
+    logits = selector(x)
+    u = torch.rand(logits.shape, generator=generator).to(x.device).clamp_(1e-6, 1 - 1e-6)
+    gate = torch.sigmoid((logits + torch.log(u) - torch.log1p(-u)) / TEMPERATURE)[:, index]
+    with torch.no_grad():
+        base = _outputs(network, x)
+    moved = _outputs(network, gate * x + (1 - gate) * drawn)
+    change = F.output_size(moved - base, getattr(network, "output_centre", None))
+    return change / selector.scale + budget * nn.functional.softplus(logits).sum(dim=1)
+
+
+@torch.no_grad()
+def held_out_loss(
+    network: Any,
+    selector: SelectorNet,
+    data: TensorData,
+    background: TensorData,
+    *,
+    budget: float,
+    n_draws: int,
+    generator: torch.Generator,
+    batch_size: int = 16384,
+) -> float:
+    """The mean of :func:`selection_loss` over the rows of ``data`` and ``n_draws`` draws of
+    the gates and of the replacement values (from ``background``): how well the selector
+    fits its objective on rows it was not trained on (lower is better)."""
+    if n_draws < 1:
+        raise ValueError(f"{n_draws=} must be >= 1")
+    was_training = network.training
+    network.eval()
+    try:
+        pool = _input_channels(network, background, batch_size)
+        total = 0.0
+        for start, stop in batch_bounds(len(data), batch_size):
+            x = _input_channels(network, data.take(slice(start, stop)), batch_size)
+            for _ in range(n_draws):
+                loss = selection_loss(
+                    network, selector, x, pool, budget=budget, generator=generator
+                )
+                total += float(loss.sum())
+    finally:
+        network.train(was_training)
+    return total / (len(data) * n_draws)
 
 
 @torch.no_grad()
