@@ -101,6 +101,7 @@ from explain_metrics import (
     mask_auc,
     mean_pairwise,
     score_drop,
+    selection_figures,
     selection_rate,
     top_k,
     tpr_fdr,
@@ -229,18 +230,11 @@ def run_syn(name: str, model: str, seed: int, n_train: int, n_test: int) -> dict
         selector = est.fit_selector(Xtr_, random_state=seed)
         fit_s = round(time.process_time() - t0, 2)
         sel = selector.explain(Xte_, random_state=seed)
-        chosen = np.where(sel.selected, sel.importances, 0.0)
-        s_tpr, s_fdr = tpr_fdr(chosen, rel_te)
         out |= {
             "selector_budget": selector.budget,
             "selector_n_selectors": selector.n_selectors,
             "selector_fit_cpu_s": fit_s,
-            "selector_tpr": s_tpr,
-            "selector_fdr": s_fdr,
-            "selector_mask_auc": mask_auc(sel.probabilities, rel_te),
-            "selector_switch_rate": selection_rate(chosen, SWITCH),
-            "selector_n_selected": float(sel.selected.sum(1).mean()),
-            "selector_residual": float(sel.residual.mean()),
+            **{f"selector_{k}": v for k, v in selection_figures(sel, rel_te).items()},
             "selector_faithfulness": faithfulness(
                 lambda Z: score(Z, yte), Xte_, sel.importances, seed
             ),

@@ -107,6 +107,21 @@ def selection_rate(importances: np.ndarray, column: int) -> float:
     return 100.0 * float((importances[:, column] > 0).mean())
 
 
+def selection_figures(selection: Any, relevant: np.ndarray) -> dict[str, float]:
+    """A ``tabsparse.Selection`` against the truth: TPR / FDR and the switch rate of its
+    selected sets, the AUC of its probabilities, columns per row and the mean residual."""
+    chosen = np.where(selection.selected, selection.importances, 0.0)
+    tpr, fdr = tpr_fdr(chosen, relevant)
+    return {
+        "tpr": tpr,
+        "fdr": fdr,
+        "mask_auc": mask_auc(selection.probabilities, relevant),
+        "switch_rate": selection_rate(chosen, SWITCH),
+        "n_selected": float(selection.selected.sum(1).mean()),
+        "residual": float(selection.residual.mean()),
+    }
+
+
 def top_k(values: Sequence[float], k: int = 5) -> set[int]:
     """Indices of the ``k`` largest values (ties: the earlier index)."""
     return {int(i) for i in np.argsort(-np.asarray(values, float), kind="stable")[:k]}

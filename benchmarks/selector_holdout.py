@@ -34,7 +34,7 @@ import joblib
 import numpy as np
 import pandas as pd
 import torch
-from explain_metrics import N_SYN_FEATURES, SWITCH, make_syn, mask_auc, selection_rate, tpr_fdr
+from explain_metrics import N_SYN_FEATURES, make_syn, selection_figures, tpr_fdr
 from sklearn.metrics import roc_auc_score
 
 from tabsparse import TabNetClassifier
@@ -77,17 +77,7 @@ def fitted(name: str, seed: int, Xtr: pd.DataFrame, ytr: np.ndarray, models: Pat
 
 def selector_row(selector: Any, Xte: pd.DataFrame, rel: np.ndarray, seed: int) -> dict:
     sel = selector.explain(Xte, random_state=seed)
-    chosen = np.where(sel.selected, sel.importances, 0.0)
-    tpr, fdr = tpr_fdr(chosen, rel)
-    return {
-        "tpr": tpr,
-        "fdr": fdr,
-        "mask_auc": mask_auc(sel.probabilities, rel),
-        "switch_rate": selection_rate(chosen, SWITCH),
-        "n_selected": float(sel.selected.sum(1).mean()),
-        "residual": float(sel.residual.mean()),
-        "loss": selector.loss(Xte),
-    }
+    return {**selection_figures(sel, rel), "loss": selector.loss(Xte)}
 
 
 def log_odds(est: Any, X: pd.DataFrame) -> np.ndarray:

@@ -348,3 +348,23 @@ def test_effect_rows_take_the_places_of_the_masks_figures() -> None:
     (mapped,) = be.effect_rows([{**old, **sel, "selector_tpr": 99.0}], "selector_")
     assert (mapped["tpr"], mapped["fdr"], mapped["n_selected"]) == (99.0, 6.5, 4.0)
     assert be.effect_rows([{**old, **sel}]) == []  # no effects_ figures in it
+
+
+def test_selection_figures_by_hand() -> None:
+    """Two rows of 11 columns: row 0 selects its two relevant columns and one irrelevant one,
+    row 1 one of its two relevant columns and the switch (relevant there)."""
+    from tabsparse import Selection
+
+    p = np.full((2, 11), 0.1)
+    p[0, [0, 1, 5]] = 0.9
+    p[1, [2, 10]] = 0.8
+    relevant = np.zeros((2, 11), dtype=bool)
+    relevant[0, [0, 1]] = True
+    relevant[1, [2, 3, 10]] = True
+    sel = Selection(p, np.array([0.1, 0.3]), [f"x{j + 1}" for j in range(11)])
+    got = em.selection_figures(sel, relevant)
+    assert got["tpr"] == pytest.approx(100 * (1 + 2 / 3) / 2)
+    assert got["fdr"] == pytest.approx(100 * (1 / 3 + 0) / 2)
+    assert got["switch_rate"] == 50.0 and got["n_selected"] == 2.5
+    assert got["residual"] == pytest.approx(0.2)
+    assert got["mask_auc"] == pytest.approx(roc_auc_score(relevant.ravel(), p.ravel()))

@@ -33,8 +33,9 @@ when the unselected columns are drawn, over ``scale``. Pure torch: the estimator
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -197,13 +198,10 @@ def held_out_loss(
     """The mean of :func:`selection_loss` over the rows of ``data`` and ``n_draws`` draws of
     the gates and of the replacement values (from ``background``): how well the selector
     fits its objective on rows it was not trained on (lower is better)."""
-    if n_draws < 1:
-        raise ValueError(f"{n_draws=} must be >= 1")
-    was_training = network.training
-    network.eval()
-    try:
+    _check_draws(n_draws)
+    total = 0.0
+    with _evaluating(network):
         pool = _input_channels(network, background, batch_size)
-        total = 0.0
         for start, stop in batch_bounds(len(data), batch_size):
             x = _input_channels(network, data.take(slice(start, stop)), batch_size)
             for _ in range(n_draws):
@@ -211,8 +209,6 @@ def held_out_loss(
                     network, selector, x, pool, budget=budget, generator=generator
                 )
                 total += float(loss.sum())
-    finally:
-        network.train(was_training)
     return total / (len(data) * n_draws)
 
 
@@ -222,15 +218,11 @@ def selection_probabilities(
 ) -> torch.Tensor:
     """Each row's probability that each column is needed ``(n_rows, n_columns)``, float32 on
     the CPU."""
-    was_training = network.training
-    network.eval()
-    try:
+    with _evaluating(network):
         out = [
             torch.sigmoid(selector(_input_channels(network, data.take(slice(start, stop)))))
             for start, stop in batch_bounds(len(data), batch_size)
         ]
-    finally:
-        network.train(was_training)
     return torch.cat(out).cpu() if out else torch.zeros(0, selector.n_columns)
 
 
@@ -249,11 +241,8 @@ def residual_change(
     """How far each row's outputs move, over the selector's ``scale``, when the columns not in
     ``keep`` (bool ``(n_rows, n_columns)``) are drawn from ``background``: the mean over
     ``n_draws`` draws, ``(n_rows,)`` float32 on the CPU. 0 where every column is kept."""
-    if n_draws < 1:
-        raise ValueError(f"{n_draws=} must be >= 1")
-    was_training = network.training
-    network.eval()
-    try:
+    _check_draws(n_draws)
+    with _evaluating(network):
         pool = _input_channels(network, background, batch_size)
         index = selector.channel_column.to(pool.device)
         centre = getattr(network, "output_centre", None)
@@ -269,8 +258,6 @@ def residual_change(
                 moved = _outputs(network, torch.where(kept, x, drawn))
                 total += F.output_size(moved - base, centre)
             out[start:stop] = (total / n_draws).cpu()
-    finally:
-        network.train(was_training)
     return out / selector.scale
 
 
@@ -296,13 +283,25 @@ def _channels(
             owner[ch] = c
     if -1 in owner or len(set(columns)) != len(columns):
         raise ValueError("columns must name every input column once")
+    with _evaluating(network):
+        channels = _input_channels(network, background)
+    return channels, owner
+
+
+@contextlib.contextmanager
+def _evaluating(network: Any) -> Iterator[None]:
+    """``network`` in eval mode inside, back in its mode after."""
     was_training = network.training
     network.eval()
     try:
-        channels = _input_channels(network, background)
+        yield
     finally:
         network.train(was_training)
-    return channels, owner
+
+
+def _check_draws(n_draws: int) -> None:
+    if n_draws < 1:
+        raise ValueError(f"{n_draws=} must be >= 1")
 
 
 def _drawn(
