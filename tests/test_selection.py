@@ -333,6 +333,8 @@ def test_sparse_rows_are_explained_as_dense() -> None:
     b = selector.explain(dense[:40], random_state=0)
     np.testing.assert_allclose(a.probabilities, b.probabilities, rtol=1e-6)
     np.testing.assert_allclose(a.residual, b.residual, rtol=1e-5)
+    sparse_loss = selector.loss(sp.csr_matrix(dense[:40]))
+    assert sparse_loss == pytest.approx(selector.loss(dense[:40]), rel=1e-5)
     # a sparse table to learn on is densified: the same selector
     c = est.fit_selector(sp.csr_matrix(dense), n_iter=20).explain(dense[:40], random_state=0)
     np.testing.assert_array_equal(c.probabilities, b.probabilities)

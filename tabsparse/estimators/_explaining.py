@@ -337,10 +337,11 @@ class ColumnSelector:
         est, network = self.estimator, self._network()
         _check_count("n_draws", n_draws)
         generator = _generator(random_state)
-        blocks = [est._tensor_data(enc, None, None, est.device_) for enc in est._encoded_blocks(X)]
-        total = 0.0
-        for net in self._nets:
-            for data in blocks:
+        total, n_rows = 0.0, 0
+        for enc in est._encoded_blocks(X):  # a sparse X: one dense block at a time
+            data = est._tensor_data(enc, None, None, est.device_)
+            n_rows += len(data)
+            for net in self._nets:
                 total += len(data) * held_out_loss(
                     network,
                     net,
@@ -350,7 +351,7 @@ class ColumnSelector:
                     n_draws=int(n_draws),
                     generator=generator,
                 )
-        return total / (len(self._nets) * sum(len(data) for data in blocks))
+        return total / (len(self._nets) * n_rows)
 
     def _network(self) -> Any:
         """The estimator's network, if it is still the one the selectors were trained on."""
