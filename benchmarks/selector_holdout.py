@@ -8,6 +8,9 @@ the selector without choosing on the benchmark's own fits):
 - ``start``: one selector whose output layer starts with every column kept (p = 0.95), an
   experiment (not a library option) made by patching ``SelectorNet.reset_parameters``;
 - ``long``: one selector trained ``n_iter=6000`` steps instead of 2,400;
+- ``refits`` (``--refit-groups 0,1,2 3,4,5``): the fits of a group of seeds explained together,
+  ``RefitImportances.fit_selector``'s way (each fit's selector seeded with its seed, their
+  probabilities averaged over the fits, ``RefitSelector.explain``);
 - ``rule``: the fitted model's own one-column rule, no selector: column ``j`` of a row counts
   where replacing it alone (8 draws from the training rows) moves the log-odds by at least
   ``2 * budget`` of the mean change of a whole replacement: how many of the truth's columns the
@@ -37,7 +40,7 @@ import torch
 from explain_metrics import N_SYN_FEATURES, make_syn, selection_figures, tpr_fdr
 from sklearn.metrics import roc_auc_score
 
-from tabsparse import TabNetClassifier
+from tabsparse import RefitSelector, TabNetClassifier
 from tabsparse.training.selection import SELECTION_BUDGET, SelectorNet
 
 HERE = Path(__file__).resolve().parent
@@ -130,26 +133,54 @@ def run(name: str, seed: int, variants: list[str], models: Path) -> Iterator[dic
         yield {**head, "variant": variant, **row, "cpu_s": round(time.process_time() - t0, 1)}
 
 
+def run_refits(name: str, seeds: list[int], models: Path) -> dict:
+    """The fits of ``seeds`` on ``name``, their selectors averaged (``RefitSelector``)."""
+    X, y, rel = make_syn(name, 20_000)
+    Xtr = pd.DataFrame(X[:10_000], columns=COLUMNS)
+    Xte = pd.DataFrame(X[10_000:], columns=COLUMNS)
+    fits = [fitted(name, seed, Xtr, y[:10_000], models) for seed in seeds]
+    t0 = time.process_time()
+    selector = RefitSelector(
+        [est.fit_selector(Xtr, random_state=seed) for est, seed in zip(fits, seeds, strict=True)]
+    )
+    sel = selector.explain(Xte, random_state=seeds[0])
+    aucs = [roc_auc_score(y[10_000:], est.predict_proba(Xte)[:, 1]) for est in fits]
+    return {
+        "table": name,
+        "seed": ",".join(map(str, seeds)),
+        "auc": aucs,
+        "variant": "refits",
+        **selection_figures(sel, rel[10_000:]),
+        "spread": float(sel.probabilities_std.mean()),
+        "cpu_s": round(time.process_time() - t0, 1),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tables", nargs="+", default=["Syn4", "Syn5", "Syn6"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[3, 4, 5])
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    parser.add_argument(
+        "--refit-groups", nargs="*", default=[], help="groups of seeds such as 0,1,2 (refits)"
+    )
     parser.add_argument("--models", type=Path, default=Path("syn_fits"), help="fit cache")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     torch.set_num_threads(1)
     for name in args.tables:
-        for seed in args.seeds:
-            for row in run(name, seed, args.variants, args.models):
-                with args.out.open("a") as f:
-                    f.write(json.dumps(row) + "\n")
-                print(
-                    json.dumps(
-                        {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}
-                    ),
-                    flush=True,
-                )
+        if args.refit_groups:  # the groups only
+            groups = [[int(s) for s in group.split(",")] for group in args.refit_groups]
+            rows: Iterator[dict] = (run_refits(name, seeds, args.models) for seeds in groups)
+        else:
+            rows = (
+                row for seed in args.seeds for row in run(name, seed, args.variants, args.models)
+            )
+        for row in rows:
+            with args.out.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            shown = {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}
+            print(json.dumps(shown), flush=True)
 
 
 if __name__ == "__main__":

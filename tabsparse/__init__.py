@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from tabsparse.estimators import TabNetClassifier, TabNetPretrainer, TabNetRegressor
     from tabsparse.estimators._explaining import ColumnSelector
     from tabsparse.estimators._persistence import load, save
-    from tabsparse.estimators._refits import RefitImportances, refit_importances
+    from tabsparse.estimators._refits import RefitImportances, RefitSelector, refit_importances
     from tabsparse.explain import Effects, Explanation, Selection
     from tabsparse.io import ModelFileError
     from tabsparse.losses import SparsemaxLoss, sparsemax_loss
@@ -38,6 +38,7 @@ _EXPORTS: dict[str, str] = {
     "Explanation": "tabsparse.explain",
     "ModelFileError": "tabsparse.io",
     "RefitImportances": "tabsparse.estimators._refits",
+    "RefitSelector": "tabsparse.estimators._refits",
     "Selection": "tabsparse.explain",
     "Sparsemax": "tabsparse.sparsemax",
     "SparsemaxLoss": "tabsparse.losses",
@@ -59,6 +60,7 @@ __all__ = [
     "Explanation",
     "ModelFileError",
     "RefitImportances",
+    "RefitSelector",
     "Selection",
     "Sparsemax",
     "SparsemaxLoss",

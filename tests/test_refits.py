@@ -185,3 +185,50 @@ def test_plot_refuses_a_result_without_importances() -> None:
 
     with pytest.raises(NotFittedError, match="object has no feature_importances_"):
         plot_importances(object())
+
+
+def test_a_selector_per_refit_averaged_over_the_refits(
+    data: tuple[pd.DataFrame, np.ndarray], result: RefitImportances
+) -> None:
+    """``fit_selector`` on refits: one selector per refit seeded with its seed; ``explain``
+    gives the mean of their probabilities, their spread over the refits, and the mean over
+    the refits of each one's residual with the mean's selection."""
+    import torch
+
+    from tabsparse import RefitSelector, Selection
+    from tabsparse.training.selection import residual_change
+
+    X, _ = data
+    refit_sel = result.fit_selector(X, n_iter=40)
+    assert isinstance(refit_sel, RefitSelector) and repr(refit_sel) == "RefitSelector(3 refits)"
+    rows = X.iloc[:50]
+    got = refit_sel.explain(rows, random_state=1)
+    assert isinstance(got, Selection) and got.feature_names == NAMES
+    alone = [
+        est.fit_selector(X, n_iter=40, random_state=seed).explain(rows).probabilities
+        for est, seed in zip(result.estimators, result.seeds, strict=True)
+    ]
+    assert not np.array_equal(alone[0], alone[1])
+    np.testing.assert_allclose(got.probabilities, np.mean(alone, axis=0), rtol=1e-6)
+    np.testing.assert_allclose(got.probabilities_std, np.std(alone, axis=0, ddof=1), rtol=1e-5)
+    np.testing.assert_array_equal(got.selected, got.probabilities >= 0.5)
+    keep = torch.from_numpy(got.probabilities >= 0.5)
+    want = []
+    for sel in refit_sel.selectors:
+        est = sel.estimator
+        data_ = est._tensor_data(est._encode(rows), None, None, est.device_)
+        g = torch.Generator().manual_seed(int(np.random.RandomState(1).randint(2**31 - 1)))
+        want.append(
+            residual_change(
+                est.network_, sel._nets[0], data_, sel._pool, keep, n_draws=8, generator=g
+            ).numpy()
+        )
+    np.testing.assert_allclose(got.residual, np.mean(want, axis=0), rtol=1e-5)
+    # one seed for every selector
+    same = result.fit_selector(X, n_iter=40, random_state=5)
+    first = result.estimators[0].fit_selector(X, n_iter=40, random_state=5)
+    np.testing.assert_array_equal(
+        same.selectors[0].explain(rows).probabilities, first.explain(rows).probabilities
+    )
+    with pytest.raises(ValueError, match=r"n_draws=0 must be an integer >= 1"):
+        refit_sel.explain(rows, n_draws=0)

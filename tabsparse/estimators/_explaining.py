@@ -371,29 +371,52 @@ class ColumnSelector:
         -------
         Selection
         """
-        est, network = self.estimator, self._network()
         _check_count("n_draws", n_draws)
+        each = self._each_probabilities(X)
+        mean = each.mean(axis=0)
+        return Selection(
+            mean,
+            self._residual(X, mean >= 0.5, int(n_draws), random_state),
+            list(self.estimator.encoder_.feature_names),
+            each.std(axis=0, ddof=1) if len(each) > 1 else None,
+        )
+
+    def _each_probabilities(self, X: Any) -> np.ndarray:
+        """Each selector's probabilities for the rows of ``X``, ``(n_selectors, n, n_columns)``
+        float64."""
+        est, network = self.estimator, self._network()
+        per_block = [
+            torch.stack(
+                [
+                    selection_probabilities(
+                        network, n, est._tensor_data(enc, None, None, est.device_)
+                    )
+                    for n in self._nets
+                ]
+            ).numpy()
+            for enc in est._encoded_blocks(X)
+        ]
+        return np.concatenate(per_block, axis=1).astype(np.float64)
+
+    def _residual(self, X: Any, keep: np.ndarray, n_draws: int, random_state: Any) -> np.ndarray:
+        """How far each row's prediction moves, over ``scale``, when the columns not in ``keep``
+        (bool ``(n, n_columns)``) are drawn from the selector's rows (``n_draws`` draws)."""
+        est, network = self.estimator, self._network()
         generator = _generator(random_state)
-        per_net, residual = [], []
+        out, start = [], 0
         for enc in est._encoded_blocks(X):
             data = est._tensor_data(enc, None, None, est.device_)
-            p = torch.stack([selection_probabilities(network, n, data) for n in self._nets])
-            per_net.append(p.numpy())
-            residual.append(
+            kept = torch.from_numpy(np.ascontiguousarray(keep[start : start + len(data)]))
+            start += len(data)
+            out.append(
                 residual_change(
                     network,
                     self._nets[0],
                     data,
                     self._pool,
-                    p.mean(dim=0) >= 0.5,
-                    n_draws=int(n_draws),
+                    kept,
+                    n_draws=n_draws,
                     generator=generator,
                 ).numpy()
             )
-        each = np.concatenate(per_net, axis=1).astype(np.float64)
-        return Selection(
-            each.mean(axis=0),
-            np.concatenate(residual),
-            list(est.encoder_.feature_names),
-            each.std(axis=0, ddof=1) if len(each) > 1 else None,
-        )
+        return np.concatenate(out)
