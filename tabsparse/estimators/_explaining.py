@@ -372,19 +372,20 @@ class ColumnSelector:
         Selection
         """
         _check_count("n_draws", n_draws)
-        each = self._each_probabilities(X)
+        network, blocks = self._network(), self.estimator._encoded_blocks(X)
+        each = self._each_probabilities(network, blocks)
         mean = each.mean(axis=0)
         return Selection(
             mean,
-            self._residual(X, mean >= 0.5, int(n_draws), random_state),
+            self._residual(network, blocks, mean >= 0.5, int(n_draws), random_state),
             list(self.estimator.encoder_.feature_names),
             each.std(axis=0, ddof=1) if len(each) > 1 else None,
         )
 
-    def _each_probabilities(self, X: Any) -> np.ndarray:
-        """Each selector's probabilities for the rows of ``X``, ``(n_selectors, n, n_columns)``
-        float64."""
-        est, network = self.estimator, self._network()
+    def _each_probabilities(self, network: Any, blocks: list[Any]) -> np.ndarray:
+        """Each selector's probabilities for the rows of the encoded ``blocks`` (of
+        ``estimator._encoded_blocks``), ``(n_selectors, n, n_columns)`` float64."""
+        est = self.estimator
         per_block = [
             torch.stack(
                 [
@@ -394,17 +395,19 @@ class ColumnSelector:
                     for n in self._nets
                 ]
             ).numpy()
-            for enc in est._encoded_blocks(X)
+            for enc in blocks
         ]
         return np.concatenate(per_block, axis=1).astype(np.float64)
 
-    def _residual(self, X: Any, keep: np.ndarray, n_draws: int, random_state: Any) -> np.ndarray:
+    def _residual(
+        self, network: Any, blocks: list[Any], keep: np.ndarray, n_draws: int, random_state: Any
+    ) -> np.ndarray:
         """How far each row's prediction moves, over ``scale``, when the columns not in ``keep``
         (bool ``(n, n_columns)``) are drawn from the selector's rows (``n_draws`` draws)."""
-        est, network = self.estimator, self._network()
+        est = self.estimator
         generator = _generator(random_state)
         out, start = [], 0
-        for enc in est._encoded_blocks(X):
+        for enc in blocks:
             data = est._tensor_data(enc, None, None, est.device_)
             kept = torch.from_numpy(np.ascontiguousarray(keep[start : start + len(data)]))
             start += len(data)

@@ -149,11 +149,13 @@ class RefitSelector:
         the refits of how far each one's prediction moves, over its own ``scale``, when the
         columns not selected by the mean are drawn (``n_draws`` draws from its rows)."""
         _check_count("n_draws", n_draws)
-        per_fit = np.stack([s._each_probabilities(X).mean(axis=0) for s in self.selectors])
+        # each refit encodes X once, for its probabilities and its residual
+        inputs = [(s, s._network(), s.estimator._encoded_blocks(X)) for s in self.selectors]
+        per_fit = np.stack([s._each_probabilities(net, b).mean(axis=0) for s, net, b in inputs])
         mean = per_fit.mean(axis=0)
         keep = mean >= 0.5
         residual = np.mean(
-            [s._residual(X, keep, int(n_draws), random_state) for s in self.selectors], axis=0
+            [s._residual(net, b, keep, int(n_draws), random_state) for s, net, b in inputs], axis=0
         )
         names = list(self.selectors[0].estimator.encoder_.feature_names)
         return Selection(mean, residual, names, per_fit.std(axis=0, ddof=1))
