@@ -17,7 +17,12 @@ Three measurements of tabsparse's explanations (``explain(X).importances`` per r
    by ``explain_effects`` (8 stratified draws from the test rows; selected: share >= 5%) and
    by a learned selector (``fit_selector`` on the training rows with its defaults, then
    ``explain`` of the test rows; selected: probability >= 0.5; ``selector_residual`` is the
-   mean of ``Selection.residual``).
+   mean of ``Selection.residual``). And groups of three refits explained together
+   (``tabsparse-refits`` rows, ``--syn-refit-groups`` groups with seeds ``3g, 3g + 1, 3g + 2``:
+   ``refit_importances(...).fit_selector`` on the training rows, each refit's selector seeded
+   with its seed, then ``RefitSelector.explain`` of the test rows with ``random_state=3g``;
+   ``spread`` is the mean of ``Selection.probabilities_std``; faithfulness is scored on the
+   refits' mean probabilities).
 2. **Stability** on real tables (``bench_quality.py``'s tasks, splits and caps): three fits that
    differ only in the seed; the mean over the three pairs of the top-5 overlap (0..5) and of
    the Spearman correlation of all importances, for tabsparse's ``feature_importances_``
@@ -31,7 +36,10 @@ Three measurements of tabsparse's explanations (``explain(X).importances`` per r
    rows, ROC AUC (binary), one-vs-rest AUC (multi-class) or RMSE (regression). And the mean of
    three refits (``tabsparse.refit_importances``, seeds ``3s, 3s + 1, 3s + 2`` for the
    benchmark's seed ``s``: nine fits, three means compared as above; ``--refit-jobs`` runs the
-   refits in parallel, whose CPU time is then not counted).
+   refits in parallel, whose CPU time is then not counted), and the same refits' selectors
+   (``RefitImportances.fit_selector`` on up to 10,000 training rows, each seeded with its
+   refit's seed; ``RefitSelector.explain`` of the held-out rows with ``random_state=3s``,
+   its ``global_importances``).
 3. **Faithfulness**: each test row's top-k features by its own importances (k = 1, 2, 3; ties
    broken at random) are replaced by draws from their marginal (the same column of random test
    rows), the model rescored, and the drop compared with replacing k random features of each
@@ -190,8 +198,11 @@ def run_syn(name: str, model: str, seed: int, n_train: int, n_test: int) -> dict
     """Fit one model on one Syn table and measure its masks on the test rows."""
     X, y, rel = make_syn(name, n_train + n_test)
     Xtr, ytr, Xte, yte, rel_te = X[:n_train], y[:n_train], X[n_train:], y[n_train:], rel[n_train:]
+    cols = [f"x{j + 1}" for j in range(N_SYN_FEATURES)]
+    if model == "tabsparse-refits":
+        Xtr_, Xte_ = pd.DataFrame(Xtr, columns=cols), pd.DataFrame(Xte, columns=cols)
+        return run_syn_refits(Xtr_, ytr, Xte_, yte, rel_te, seed)
     if model == "tabsparse":
-        cols = [f"x{j + 1}" for j in range(N_SYN_FEATURES)]
         Xtr_, Xte_ = pd.DataFrame(Xtr, columns=cols), pd.DataFrame(Xte, columns=cols)
         est, info = fit_tabsparse("binary", Xtr_, ytr, seed, {})
         imp = est.explain(Xte_).importances
@@ -246,8 +257,10 @@ EFFECT_DRAWS = 8  # explain_effects' n_draws (its default)
 #: what a stored tabsparse row must hold to be reused (rows from before explain_effects or
 #: fit_selector lack it)
 EFFECT_KEYS = {
-    "syn": ("effects_mask_auc", "selector_mask_auc"),
-    "real": ("effects_faithfulness", "selector_faithfulness"),
+    ("syn", "tabsparse"): ("effects_mask_auc", "selector_mask_auc"),
+    ("real", "tabsparse"): ("effects_faithfulness", "selector_faithfulness"),
+    ("syn", "tabsparse-refits"): ("mask_auc",),
+    ("real", "tabsparse-refits"): ("selector_held_out",),
 }
 #: how explain_effects draws (rows of an earlier way are measured again)
 EFFECT_SAMPLING = "stratified"
@@ -298,11 +311,11 @@ def run_real(name: str, model: str, seed: int) -> dict[str, Any]:
     s = load_split(name, TRAIN_CAP, TEST_CAP)
     perm = _sample(len(s.y_test), PERM_ROWS)
     perm_kw = dict(n_repeats=PERM_REPEATS, random_state=seed, scoring=perm_scoring(kind), n_jobs=1)
+    held = s.X_test.iloc[_sample(len(s.y_test), HELD_OUT_ROWS)].reset_index(drop=True)
     if model == "tabsparse-refits":
-        return run_refits(kind, s.X_train, s.y_train, seed)
+        return run_refits(kind, s.X_train, s.y_train, held, seed)
     if model == "tabsparse":
         est, info = fit_tabsparse(kind, s.X_train, s.y_train, seed, {})
-        held = s.X_test.iloc[_sample(len(s.y_test), HELD_OUT_ROWS)].reset_index(drop=True)
         faith = _sample(len(s.y_test), FAITH_ROWS)
         Xf, yf = s.X_test.iloc[faith].reset_index(drop=True), s.y_test.iloc[faith]
         score = _scorer(kind, est)
@@ -385,8 +398,9 @@ REFITS = 3  # fits averaged by one "tabsparse-refits" row
 REFIT_JOBS = [1]  # parallel refits (``--refit-jobs``)
 
 
-def run_refits(kind: str, X: Any, y: Any, seed: int) -> dict[str, Any]:
-    """The mean importances of ``REFITS`` refits with seeds ``REFITS * seed + i``."""
+def _refit(kind: str, X: Any, y: Any, seed: int) -> tuple[Any, dict[str, Any]]:
+    """``REFITS`` refits with seeds ``REFITS * seed + i`` (``tabsparse.refit_importances``)
+    and what a stored row records of them."""
     from tabsparse import TabNetClassifier, TabNetRegressor, refit_importances
 
     cls = TabNetRegressor if kind == "regression" else TabNetClassifier
@@ -394,17 +408,72 @@ def run_refits(kind: str, X: Any, y: Any, seed: int) -> dict[str, Any]:
     est = cls(random_state=first, device="cpu", **TABSPARSE_PARAMS)
     t0 = time.process_time()
     got = refit_importances(est, X, y, seeds=REFITS, n_jobs=REFIT_JOBS[0])
-    out: dict[str, Any] = {
+    info: dict[str, Any] = {
         "seeds": got.seeds,
+        "tabsparse_params": resolved_tabsparse_params(kind, TABSPARSE_PARAMS, first),
+    }
+    info["params_hash"] = params_hash(info["tabsparse_params"])
+    if REFIT_JOBS[0] == 1:  # with workers the process's CPU time misses the fits
+        info["fit_cpu_s"] = round(time.process_time() - t0, 2)
+    return got, info
+
+
+def run_refits(kind: str, X: Any, y: Any, held: Any, seed: int) -> dict[str, Any]:
+    """The mean importances of ``REFITS`` refits with seeds ``REFITS * seed + i``, and their
+    selectors' (``RefitImportances.fit_selector`` on a sample of the training rows, each
+    seeded with its refit's seed) mean on the held-out rows."""
+    got, info = _refit(kind, X, y, seed)
+    t0 = time.process_time()
+    selector = got.fit_selector(X.iloc[_sample(len(X), SELECTOR_ROWS)].reset_index(drop=True))
+    fit_s = round(time.process_time() - t0, 2)
+    sel = selector.explain(held, random_state=REFITS * seed)
+    return {
+        **info,
         "train_rows": [float(v) for v in got.feature_importances_],
         "per_fit": got.per_fit.tolist(),
         "refit_agreement": got.agreement(5),
-        "tabsparse_params": resolved_tabsparse_params(kind, TABSPARSE_PARAMS, first),
+        "selector_n_selectors": selector.selectors[0].n_selectors,
+        "selector_fit_cpu_s": fit_s,
+        "selector_held_out": [float(v) for v in sel.global_importances()[0]],
+        "selector_n_selected": float(sel.selected.sum(1).mean()),
+        "selector_spread": float(sel.probabilities_std.mean()),
     }
-    out["params_hash"] = params_hash(out["tabsparse_params"])
-    if REFIT_JOBS[0] == 1:  # with workers the process's CPU time misses the fits
-        out["fit_cpu_s"] = round(time.process_time() - t0, 2)
-    return out
+
+
+class _MeanOfFits:
+    """The refits' mean predicted probabilities, as one classifier (what faithfulness scores)."""
+
+    def __init__(self, estimators: Sequence[Any]) -> None:
+        self.estimators, self.classes_ = list(estimators), estimators[0].classes_
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        return np.mean([est.predict_proba(X) for est in self.estimators], axis=0)
+
+
+def run_syn_refits(
+    Xtr: Any, ytr: Any, Xte: Any, yte: Any, rel_te: np.ndarray, seed: int
+) -> dict[str, Any]:
+    """A group of ``REFITS`` refits (seeds ``REFITS * seed + i``) of a Syn table explained
+    together: ``RefitImportances.fit_selector`` (each refit's selector seeded with its seed),
+    ``explain`` of the test rows; test AUC of each refit, faithfulness to their mean."""
+    got, info = _refit("binary", Xtr, ytr, seed)
+    t0 = time.process_time()
+    selector = got.fit_selector(Xtr)
+    fit_s = round(time.process_time() - t0, 2)
+    sel = selector.explain(Xte, random_state=REFITS * seed)
+    aucs = [_scorer("binary", est)(Xte, yte) for est in got.estimators]
+    score = _scorer("binary", _MeanOfFits(got.estimators))
+    return {
+        **info,
+        "auc": float(np.mean(aucs)),
+        "aucs": aucs,
+        "mean_auc": score(Xte, yte),
+        "selector_n_selectors": selector.selectors[0].n_selectors,
+        "selector_fit_cpu_s": fit_s,
+        **selection_figures(sel, rel_te),
+        "spread": float(sel.probabilities_std.mean()),
+        "faithfulness": faithfulness(lambda Z: score(Z, yte), Xte, sel.importances, REFITS * seed),
+    }
 
 
 # ---- results store -------------------------------------------------------------------------
@@ -446,11 +515,11 @@ def find_row(
         fitted = row.get("n_members_")
         if params is None:
             continue
-        if key["model"] == "tabsparse" and (
-            any(k not in row for k in EFFECT_KEYS[key["part"]])
-            or row.get("effects_sampling") != EFFECT_SAMPLING
-            or row.get("selector_n_selectors", 1) != default_selectors()
-        ):
+        if any(k not in row for k in EFFECT_KEYS.get((key["part"], key["model"]), ())):
+            continue
+        if key["model"] == "tabsparse" and row.get("effects_sampling") != EFFECT_SAMPLING:
+            continue
+        if row.get("selector_n_selectors", 1) != default_selectors():  # explained by selectors
             continue
         if with_auto_resolved(_completed(params), n_rows, fitted, kind) == target:
             return row
@@ -529,6 +598,7 @@ STABILITY_COLUMNS = (
     ("tabsparse", "selector_held_out", "tabsparse `fit_selector` on held-out rows"),
     ("tabsparse", "permutation", "permutation importance of tabsparse"),
     ("tabsparse-refits", "train_rows", "tabsparse, mean of 3 refits"),
+    ("tabsparse-refits", "selector_held_out", "tabsparse `fit_selector` across 3 refits"),
     ("lightgbm-bagged", "gain", "LightGBM gain, bagged"),
     ("lightgbm", "gain", "LightGBM gain, defaults"),
     ("hgb", "permutation", "permutation importance of HGB"),
@@ -563,6 +633,7 @@ TOPK_COLUMNS = (
     ("tabsparse", "selector_held_out", "tabsparse selector, held-out rows"),
     ("tabsparse", "permutation", "tabsparse permutation"),
     ("tabsparse-refits", "train_rows", "tabsparse, mean of 3 refits"),
+    ("tabsparse-refits", "selector_held_out", "tabsparse selector across 3 refits"),
     ("lightgbm-bagged", "gain", "LightGBM gain, bagged"),
     ("hgb", "permutation", "HGB permutation"),
 )
@@ -593,7 +664,9 @@ def render_faith(
         "|---|---|---|---:|---|---|---|",
     ]
     for (name, model), rows in list(syn.items()) + list(real.items()):
-        if model not in ("tabsparse", EFFECTS, SELECTOR, "pytorch-tabnet") or not rows:
+        if model not in ("tabsparse", EFFECTS, SELECTOR, REFIT_SELECTOR, "pytorch-tabnet"):
+            continue
+        if not rows:
             continue
         kind = "binary" if name in SYN else TASK_BY_NAME[name].kind
         metric = "RMSE, % rise" if kind == "regression" else "AUC, points lost"
@@ -628,6 +701,11 @@ def render(
     )
     commits = sorted({r.get("commit", "?") for r in ts})
     effects, selector = _derived(syn, EFFECTS, "effects_"), _derived(syn, SELECTOR, "selector_")
+    refit_sel = {
+        (name, REFIT_SELECTOR): rows
+        for (name, model), rows in syn.items()
+        if model == "tabsparse-refits" and rows
+    }
     real_derived = {**_derived(real, EFFECTS, "effects_"), **_derived(real, SELECTOR, "selector_")}
     load = load_average()
     busy = f"; load average {load:.2f} when written" if load is not None else ""
@@ -654,13 +732,25 @@ def render(
         + (["", SYN_INTRO, "", render_syn(syn)] if syn else [])
         + (["", EFFECTS_INTRO, "", render_syn(effects, [EFFECTS])] if effects else [])
         + (["", SELECTOR_INTRO, "", render_syn(selector, [SELECTOR])] if selector else [])
+        + (
+            [
+                "",
+                REFIT_SELECTOR_INTRO,
+                "",
+                render_syn(refit_sel, [REFIT_SELECTOR]),
+                "",
+                spread(refit_sel),
+            ]
+            if refit_sel
+            else []
+        )
         + (["", STABILITY_INTRO, "", render_real(real, tables)] if real else [])
         + (["", TOPK_INTRO, "", render_topk(real, tables)] if real else [])
         + [
             "",
             FAITH_INTRO,
             "",
-            render_faith({**syn, **effects, **selector}, {**real, **real_derived}),
+            render_faith({**syn, **effects, **selector, **refit_sel}, {**real, **real_derived}),
         ]
     )
 
@@ -690,6 +780,26 @@ SELECTOR_INTRO = (
     "trained to keep each row's prediction while the unselected columns are drawn from those "
     "rows; *selected*: probability >= 0.5 (`Selection.selected`). Same goals."
 )
+
+REFIT_SELECTOR = "tabsparse `fit_selector` across 3 refits"
+REFIT_SELECTOR_INTRO = (
+    f"**{REFIT_SELECTOR}**: groups of three refits (seeds 0-2 and 3-5; "
+    "`refit_importances(est, X, y, seeds=3).fit_selector(X)`, one selector per refit with its "
+    "defaults) explained together by `RefitSelector.explain` of the test rows: the refits' mean "
+    "probabilities, *selected* where the mean is >= 0.5. AUC: the mean test AUC of a group's "
+    "refits (range and number over the groups). Same goals."
+)
+
+
+def spread(got: dict[tuple[str, str], list[dict[str, Any]]]) -> str:
+    """One line: per table, the mean over rows and groups of the selection probabilities'
+    standard deviation over the refits (``Selection.probabilities_std``)."""
+    cells = [f"{name} {_mean(rows, 'spread'):.3f}" for (name, _), rows in got.items()]
+    return (
+        "Spread over the refits (mean standard deviation of a probability): "
+        + ", ".join(cells)
+        + "."
+    )
 
 
 SYN_INTRO = (
@@ -738,6 +848,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ptn-seeds", type=int, default=3, help="pytorch-tabnet seeds on Syn")
     parser.add_argument("--reuse", action="store_true", help="take stored rows where they match")
     parser.add_argument("--no-write", action="store_true", help="do not touch the README")
+    parser.add_argument(
+        "--fresh",
+        nargs="*",
+        default=[],
+        help="models measured again where rows are stored (e.g. tabsparse on another machine)",
+    )
     parser.add_argument("--code", type=Path, help="import tabsparse from this checkout")
     parser.add_argument(
         "--quick", action="store_true", help="2,000 Syn rows, 1 seed, telco only; stores nothing"
@@ -747,6 +863,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--refit-jobs", type=int, default=1, help="parallel refits of tabsparse-refits rows"
+    )
+    parser.add_argument(
+        "--syn-refit-groups",
+        type=int,
+        default=2,
+        help="groups of three Syn refits explained together (seeds 0-2, 3-5, ...)",
     )
     args = parser.parse_args(argv)
     TABSPARSE_PARAMS.update(args.params)
@@ -771,6 +893,7 @@ def main(argv: list[str] | None = None) -> None:
     n_train = n_test = 2000 if args.quick else SYN_TRAIN
     if args.quick:
         args.seeds, args.ptn_seeds, args.tables, args.no_write = 1, 1, ["telco_churn"], True
+        args.syn_refit_groups = 1
     stored = load_rows() if args.reuse else []
     syn: dict[tuple[str, str], list[dict[str, Any]]] = {}
     real: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -778,6 +901,11 @@ def main(argv: list[str] | None = None) -> None:
     if "syn" in args.parts:
         jobs += [(n, "tabsparse", "syn", s) for s in range(args.seeds) for n in args.syn]
         jobs += [(n, "pytorch-tabnet", "syn", s) for s in range(args.ptn_seeds) for n in args.syn]
+        jobs += [
+            (n, "tabsparse-refits", "syn", g)
+            for g in range(args.syn_refit_groups)
+            for n in args.syn
+        ]
     if "real" in args.parts:
         jobs += [
             (t, m, "real", s) for t in args.tables for m in REAL_MODELS for s in range(args.seeds)
@@ -796,7 +924,7 @@ def main(argv: list[str] | None = None) -> None:
             first = REFITS * seed if model == "tabsparse-refits" else seed
             want = resolved_tabsparse_params(kind, TABSPARSE_PARAMS, first)
             n_rows = fit_rows(part, name, n_train)
-        row = find_row(stored, key, want, n_rows, kind)
+        row = None if model in args.fresh else find_row(stored, key, want, n_rows, kind)
         if row is None:
             t0 = time.perf_counter()
             out = (

@@ -238,14 +238,18 @@ def test_stability_table_cells() -> None:
             | {"selector_held_out": b},
         ],
         ("t", "hgb"): [{"permutation": b}],
-        ("t", "tabsparse-refits"): [{"train_rows": a}, {"train_rows": a}, {"train_rows": b}],
+        ("t", "tabsparse-refits"): [
+            {"train_rows": a, "selector_held_out": b},
+            {"train_rows": a, "selector_held_out": b},
+            {"train_rows": b},  # a row from before the refits' selectors
+        ],
     }
     table = be.render_real(got, ["t"])
     row = table.splitlines()[-1]
-    # the refit means: pairs share 5, 4, 4 of the top five
+    # the refit means: pairs share 5, 4, 4 of the top five; their selectors' 5 (two rows)
     assert row.startswith(
         "| t | 6 | 4.0 / 0.94 (2) | 5.0 / 1.00 (2) | 4.0 / 0.94 (2) | 4.0 / 0.94 (2) "
-        "| 5.0 / 1.00 (2) | 4.3 / 0.96 (3) |"
+        "| 5.0 / 1.00 (2) | 4.3 / 0.96 (3) | 5.0 / 1.00 (2) |"
     )
     assert row.endswith("| 4.0 |")  # held-out a vs HGB's b: 4 of 5
 
@@ -257,11 +261,15 @@ def test_top_k_table_cells() -> None:
         ("t", "tabsparse"): [
             {"train_rows": a, "held_out": a, "permutation": b},
             {"train_rows": b, "held_out": a, "permutation": b},
-        ]
+        ],
+        ("t", "tabsparse-refits"): [{"selector_held_out": a}, {"selector_held_out": b}],
     }
     row = be.render_topk(got, ["t"]).splitlines()[-1]
     # 1st swapped; no effects or selector stored (rows from before them): empty cells
-    assert row == "| t | 0.0 / 3.0 / 4.0 | 1.0 / 3.0 / 5.0 |  |  | 1.0 / 3.0 / 5.0 |  |  |  |"
+    assert row == (
+        "| t | 0.0 / 3.0 / 4.0 | 1.0 / 3.0 / 5.0 |  |  | 1.0 / 3.0 / 5.0 |  "
+        "| 0.0 / 3.0 / 4.0 |  |  |"
+    )
 
 
 def test_rows_match_the_learning_rate_auto_resolves_to() -> None:
@@ -368,3 +376,54 @@ def test_selection_figures_by_hand() -> None:
     assert got["switch_rate"] == 50.0 and got["n_selected"] == 2.5
     assert got["residual"] == pytest.approx(0.2)
     assert got["mask_auc"] == pytest.approx(roc_auc_score(relevant.ravel(), p.ravel()))
+
+
+def test_syn_refit_rows_are_matched_averaged_and_rendered() -> None:
+    """A Syn ``tabsparse-refits`` row (a group of refits explained by their selectors) is
+    reused only with fit_selector's default number of selectors and the group's first seed's
+    parameters; the refits' mean classifier averages their probabilities; the table shows the
+    group's figures and the spread line their mean."""
+    be = pytest.importorskip("bench_explain")
+    bq = pytest.importorskip("bench_quality")
+    key = {"part": "syn", "table": "Syn4", "model": "tabsparse-refits", "seed": 1, "config": "c"}
+    want = bq.resolved_tabsparse_params("binary", {}, 3)  # group 1: seeds 3, 4, 5
+    n_sel = be.default_selectors()
+    stored = {**key, "tabsparse_params": want, "selector_n_selectors": n_sel, "mask_auc": 0.99}
+    assert be.find_row([stored], key, want, n_rows=100, kind="binary") is stored
+    stale = {**stored, "selector_n_selectors": n_sel + 1}
+    assert be.find_row([stale], key, want, n_rows=100, kind="binary") is None
+    # a real table's refits row from before the refits' selectors is measured again
+    real = {**key, "part": "real", "config": "r"}
+    old = {**real, "tabsparse_params": want, "train_rows": [0.5, 0.5]}
+    assert be.find_row([old], real, want, n_rows=100, kind="binary") is None
+    new = {**old, "selector_held_out": [0.4, 0.6], "selector_n_selectors": n_sel}
+    assert be.find_row([old, new], real, want, n_rows=100, kind="binary") is new
+    other = bq.resolved_tabsparse_params("binary", {}, 1)  # the seed of one fit, not the group
+    assert be.find_row([stored], key, other, n_rows=100, kind="binary") is None
+
+    class Fixed:
+        classes_ = np.array(["a", "b"])
+
+        def __init__(self, p: float) -> None:
+            self.p = p
+
+        def predict_proba(self, X: np.ndarray) -> np.ndarray:
+            return np.tile([1 - self.p, self.p], (len(X), 1))
+
+    mean = be._MeanOfFits([Fixed(0.2), Fixed(0.6)])
+    np.testing.assert_allclose(mean.predict_proba(np.zeros((3, 2))), [[0.6, 0.4]] * 3)
+    assert list(mean.classes_) == ["a", "b"]
+
+    figures = {"tpr": 96.0, "fdr": 1.4, "mask_auc": 0.999, "switch_rate": 100.0}
+    rows = [
+        {"auc": 0.81, "n_selected": 4.0, "spread": 0.02, **figures},
+        {"auc": 0.80, "n_selected": 4.2, "spread": 0.06, **figures, "tpr": 98.0},
+    ]
+    got = {("Syn4", be.REFIT_SELECTOR): rows}
+    line = next(
+        ln
+        for ln in be.render_syn(got, [be.REFIT_SELECTOR]).splitlines()
+        if ln.startswith("| Syn4 |")
+    )
+    assert "| 0.805 (0.800-0.810, 2) | 97 / 1 | 0.999 | 100 | 4.1 |" in line
+    assert be.spread(got).endswith("Syn4 0.040.")
