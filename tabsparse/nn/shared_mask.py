@@ -59,7 +59,9 @@ def _threshold(b: Tensor, mask: Tensor) -> Tensor:
 def revive(encoder: nn.Module, weight: float = 0.05) -> Tensor:
     """Put the columns outside the shared first mask back in at ``b_j = tau + weight``; returns
     the boolean ``(n_groups,)`` of the columns changed (none where :func:`editable_bias` is
-    None)."""
+    None). Putting ``m`` of ``n`` columns back raises the threshold by about
+    ``weight * m / n``, so a column that was in with a weight below that can fall out (it is
+    put back after the next epoch if the revival goes on)."""
     bias = editable_bias(encoder)
     if bias is None:
         return torch.zeros(0, dtype=torch.bool)
