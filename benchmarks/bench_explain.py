@@ -198,12 +198,12 @@ def run_syn(name: str, model: str, seed: int, n_train: int, n_test: int) -> dict
     """Fit one model on one Syn table and measure its masks on the test rows."""
     X, y, rel = make_syn(name, n_train + n_test)
     Xtr, ytr, Xte, yte, rel_te = X[:n_train], y[:n_train], X[n_train:], y[n_train:], rel[n_train:]
-    cols = [f"x{j + 1}" for j in range(N_SYN_FEATURES)]
-    if model == "tabsparse-refits":
+    if model.startswith("tabsparse"):
+        cols = [f"x{j + 1}" for j in range(N_SYN_FEATURES)]
         Xtr_, Xte_ = pd.DataFrame(Xtr, columns=cols), pd.DataFrame(Xte, columns=cols)
+    if model == "tabsparse-refits":
         return run_syn_refits(Xtr_, ytr, Xte_, yte, rel_te, seed)
     if model == "tabsparse":
-        Xtr_, Xte_ = pd.DataFrame(Xtr, columns=cols), pd.DataFrame(Xte, columns=cols)
         est, info = fit_tabsparse("binary", Xtr_, ytr, seed, {})
         imp = est.explain(Xte_).importances
     else:
@@ -311,7 +311,8 @@ def run_real(name: str, model: str, seed: int) -> dict[str, Any]:
     s = load_split(name, TRAIN_CAP, TEST_CAP)
     perm = _sample(len(s.y_test), PERM_ROWS)
     perm_kw = dict(n_repeats=PERM_REPEATS, random_state=seed, scoring=perm_scoring(kind), n_jobs=1)
-    held = s.X_test.iloc[_sample(len(s.y_test), HELD_OUT_ROWS)].reset_index(drop=True)
+    if model.startswith("tabsparse"):
+        held = s.X_test.iloc[_sample(len(s.y_test), HELD_OUT_ROWS)].reset_index(drop=True)
     if model == "tabsparse-refits":
         return run_refits(kind, s.X_train, s.y_train, held, seed)
     if model == "tabsparse":
@@ -423,20 +424,29 @@ def run_refits(kind: str, X: Any, y: Any, held: Any, seed: int) -> dict[str, Any
     selectors' (``RefitImportances.fit_selector`` on a sample of the training rows, each
     seeded with its refit's seed) mean on the held-out rows."""
     got, info = _refit(kind, X, y, seed)
-    t0 = time.process_time()
-    selector = got.fit_selector(X.iloc[_sample(len(X), SELECTOR_ROWS)].reset_index(drop=True))
-    fit_s = round(time.process_time() - t0, 2)
+    rows = X.iloc[_sample(len(X), SELECTOR_ROWS)].reset_index(drop=True)
+    selector, timing = _refit_selector(got, rows)
     sel = selector.explain(held, random_state=REFITS * seed)
     return {
         **info,
+        **timing,
         "train_rows": [float(v) for v in got.feature_importances_],
         "per_fit": got.per_fit.tolist(),
         "refit_agreement": got.agreement(5),
-        "selector_n_selectors": selector.selectors[0].n_selectors,
-        "selector_fit_cpu_s": fit_s,
         "selector_held_out": [float(v) for v in sel.global_importances()[0]],
         "selector_n_selected": float(sel.selected.sum(1).mean()),
         "selector_spread": float(sel.probabilities_std.mean()),
+    }
+
+
+def _refit_selector(got: Any, X: Any) -> tuple[Any, dict[str, Any]]:
+    """The refits' selectors (``RefitImportances.fit_selector`` on ``X``, each seeded with its
+    refit's seed) and what a row records of them: their count and CPU time."""
+    t0 = time.process_time()
+    selector = got.fit_selector(X)
+    return selector, {
+        "selector_n_selectors": selector.selectors[0].n_selectors,
+        "selector_fit_cpu_s": round(time.process_time() - t0, 2),
     }
 
 
@@ -457,9 +467,7 @@ def run_syn_refits(
     together: ``RefitImportances.fit_selector`` (each refit's selector seeded with its seed),
     ``explain`` of the test rows; test AUC of each refit, faithfulness to their mean."""
     got, info = _refit("binary", Xtr, ytr, seed)
-    t0 = time.process_time()
-    selector = got.fit_selector(Xtr)
-    fit_s = round(time.process_time() - t0, 2)
+    selector, timing = _refit_selector(got, Xtr)
     sel = selector.explain(Xte, random_state=REFITS * seed)
     aucs = [_scorer("binary", est)(Xte, yte) for est in got.estimators]
     score = _scorer("binary", _MeanOfFits(got.estimators))
@@ -468,8 +476,7 @@ def run_syn_refits(
         "auc": float(np.mean(aucs)),
         "aucs": aucs,
         "mean_auc": score(Xte, yte),
-        "selector_n_selectors": selector.selectors[0].n_selectors,
-        "selector_fit_cpu_s": fit_s,
+        **timing,
         **selection_figures(sel, rel_te),
         "spread": float(sel.probabilities_std.mean()),
         "faithfulness": faithfulness(lambda Z: score(Z, yte), Xte, sel.importances, REFITS * seed),
