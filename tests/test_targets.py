@@ -103,7 +103,7 @@ def test_bad_json_is_refused() -> None:
     with pytest.raises(ValueError, match="mean_label_count=9"):
         target_from_json({"kind": "multilabel-sparsemax", "n_labels": 2, "mean_label_count": 9})
     with pytest.raises(ValueError, match="scale finite and positive"):
-        target_from_json({"kind": "regression", "ndim": 1, "mean": [0.0], "scale": [0.0]})
+        target_from_json({"kind": "regression", "ndim": 1, "mean": [0.0], "scale": [-1.0]})
 
 
 def test_check_params_refuses_what_a_kind_cannot_serve() -> None:

@@ -60,7 +60,11 @@ Column kinds (``categorical_features``)
   a stored NaN is missing as in a dense array.
 * At fit, a text column that looks like dates stored as strings or is nearly
   unique per row (identifiers, titles) gets one :class:`ColumnWarning` naming
-  it and saying what to do (see :mod:`tabsparse.data.column_warnings`).
+  it and saying what to do (see :mod:`tabsparse.data.column_warnings`); so does,
+  at :meth:`fit`, a feature missing in every row or constant. A feature missing
+  in every fitted row is missing at transform whatever it holds (it cannot move
+  predictions), and a transform whose rows are mostly unseen categories of a
+  column, or mostly missing where fit saw few, gets a :class:`DriftWarning`.
 
 Categorical values
 ------------------
@@ -134,7 +138,7 @@ vocabulary holds both bools and numbers.
 from __future__ import annotations
 
 from tabsparse.data.categories import Category
-from tabsparse.data.column_warnings import ColumnWarning
+from tabsparse.data.column_warnings import ColumnWarning, DriftWarning
 from tabsparse.data.datetimes import DATETIME_PARTS
 from tabsparse.data.encoded import CODE_MISSING, CODE_OFFSET, CODE_UNSEEN, EncodedTable
 from tabsparse.data.encoder import EncoderNotFittedError, TableEncoder, describe_columns
@@ -151,6 +155,7 @@ __all__ = [
     "STATE_VERSION",
     "Category",
     "ColumnWarning",
+    "DriftWarning",
     "EncodedTable",
     "EncoderNotFittedError",
     "TableEncoder",

@@ -85,12 +85,13 @@ def _split_object(values: np.ndarray) -> tuple[list[_Group], np.ndarray]:
             return [("int", everything, values.astype(np.int64))], np.zeros(0, dtype=np.intp)
         except OverflowError:
             pass
-    if inferred in ("integer", "floating", "mixed-integer-float", "decimal"):
+    if inferred in ("integer", "floating", "decimal"):
         try:
             return [("float", everything, values.astype(np.float64))], np.zeros(0, dtype=np.intp)
         except (OverflowError, TypeError, ValueError):
             pass
-    # Several kinds of values: classify them one by one.
+    # Several kinds of values, or ints next to floats (one float64 array would round ints
+    # beyond 2**53 into each other): classify them one by one.
     tags = np.fromiter((_tag(v) for v in values), dtype=np.int8, count=n)
     groups: list[_Group] = []
     for tag, kind in ((1, "bool"), (2, "int"), (3, "float"), (4, "str")):
@@ -183,12 +184,20 @@ class CodeLookup:
         self.has_bool = bool((self.bool_codes != CODE_UNSEEN).any())
         self.has_num = bool(nums)
         self.has_str = bool(strs)
-        self.num_int = all(isinstance(v, int) and abs(v) < INT64_LIMIT for v, _ in nums)
-        num_values = np.array(
-            [v for v, _ in nums], dtype=np.int64 if self.num_int else np.float64
-        ).reshape(-1)
-        self.num_index = pd.Index(num_values)
-        self.num_codes = np.array([c for _, c in nums], dtype=np.int64)
+        # Numbers in two exact hash tables: ints within int64, and the other numbers as floats
+        # (non-integral values, and the rare integral ones beyond int64). One float64 table would
+        # merge distinct ints beyond 2**53 (2**60 and 2**60 + 1 round to the same float).
+        ints: dict[int, int] = {}
+        floats: dict[float, int] = {}
+        for v, c in nums:
+            if isinstance(v, int) and abs(v) < INT64_LIMIT:
+                ints.setdefault(int(v), c)
+            else:
+                floats.setdefault(float(v), c)
+        self.int_index = pd.Index(np.array(list(ints), dtype=np.int64))
+        self.int_codes = np.array(list(ints.values()), dtype=np.int64)
+        self.float_index = pd.Index(np.array(list(floats), dtype=np.float64))
+        self.float_codes = np.array(list(floats.values()), dtype=np.int64)
         self.str_index = pd.Index(np.array([v for v, _ in strs], dtype=object), dtype=object)
         self.str_codes = np.array([c for _, c in strs], dtype=np.int64)
         # Python equality lookup is exact unless bools and numbers share the vocabulary.
@@ -211,25 +220,29 @@ class CodeLookup:
         return np.full(values.shape[0], CODE_UNSEEN, dtype=np.int64)
 
     def lookup_number(self, values: np.ndarray) -> np.ndarray:
-        """Codes of numbers (no NaN expected; NaN gives unseen)."""
+        """Codes of numbers (no NaN expected; NaN gives unseen).
+
+        Integers are matched exactly against the vocabulary's ints; floats that are integral
+        and within int64 are matched as those ints, the others against its floats."""
         n = values.shape[0]
         if self.has_num:
-            if not self.num_int:
-                return self._index(self.num_index, self.num_codes, values.astype(np.float64))
             if values.dtype.kind in "iu":
                 if values.dtype == np.uint64:
                     big = values > np.iinfo(np.int64).max
-                    codes = self._index(self.num_index, self.num_codes, values.astype(np.int64))
+                    codes = self._index(self.int_index, self.int_codes, values.astype(np.int64))
                     codes[big] = CODE_UNSEEN
                     return codes
-                return self._index(self.num_index, self.num_codes, values.astype(np.int64))
+                return self._index(self.int_index, self.int_codes, values.astype(np.int64))
             v = values.astype(np.float64)
             with np.errstate(invalid="ignore"):
                 integral = np.isfinite(v) & (np.floor(v) == v) & (np.abs(v) < INT64_LIMIT)
             codes = self._index(
-                self.num_index, self.num_codes, np.where(integral, v, 0.0).astype(np.int64)
+                self.int_index, self.int_codes, np.where(integral, v, 0.0).astype(np.int64)
             )
             codes[~integral] = CODE_UNSEEN
+            rest = np.flatnonzero(~integral)
+            if rest.size and self.float_codes.size:
+                codes[rest] = self._index(self.float_index, self.float_codes, v[rest])
             return codes
         if self.has_bool:
             codes = np.full(n, CODE_UNSEEN, dtype=np.int64)

@@ -27,7 +27,11 @@ missing (NaN) in every part.
 Time zones: the parts are the local wall-clock time of the zone the column had at fit. A
 timezone-aware column at transform is converted to that zone first (so the same instant gives
 the same parts whatever zone it arrives in); a naive column where an aware one was fitted, or
-the reverse, raises ``ValueError`` (there is no right guess for the missing zone).
+the reverse, raises ``ValueError`` (there is no right guess for the missing zone). A column
+whose values are all missing at transform (``None``, ``NaN``, ``NaT``, whatever its dtype) has
+no zone to compare: it is missing in every part, whatever the fitted zone. A column of numbers
+or bools where datetimes were fitted raises ``ValueError`` naming it, rather than being read
+as nanoseconds since 1970.
 """
 
 from __future__ import annotations
@@ -108,8 +112,13 @@ def varying_parts(index: pd.DatetimeIndex) -> list[str]:
 
 
 def in_zone(index: pd.DatetimeIndex, zone: str | None, name: str) -> pd.DatetimeIndex:
-    """``index`` in the fitted ``zone`` (see the module documentation), or ValueError."""
+    """``index`` in the fitted ``zone`` (see the module documentation), or ValueError.
+
+    An index with no values (all ``NaT``) carries no zone worth checking: it is returned as it
+    is, since every part of a missing datetime is missing in any zone."""
     have = zone_of(index)
+    if have != zone and bool(index.isna().all()):
+        return index
     if (have is None) != (zone is None):
         fitted = "timezone-naive" if zone is None else f"in time zone {zone!r}"
         given = "timezone-naive" if have is None else f"in time zone {have!r}"
@@ -122,7 +131,18 @@ def in_zone(index: pd.DatetimeIndex, zone: str | None, name: str) -> pd.Datetime
     return index
 
 
+def _holds_numbers(values: pd.Series | np.ndarray) -> bool:
+    """Whether a raw column has a number or bool dtype and at least one non-missing value."""
+    numeric = pd.api.types.is_numeric_dtype(values.dtype)
+    return bool(numeric and not pd.isna(values).all())
+
+
 def expand_column(values: Any, name: str, parts: list[str], zone: str | None) -> list[Column]:
     """The fitted ``parts`` of a raw datetime column as float :class:`Column` objects."""
+    if _holds_numbers(values):
+        raise ValueError(
+            f"Column {name!r} held datetimes at fit but holds numbers (dtype {values.dtype}) here; "
+            "pass the datetimes (e.g. pandas.to_datetime of the column) or missing values."
+        )
     index = in_zone(datetime_index(values, name), zone, name)
     return [Column(part_name(name, part), "float", part_values(index, part)) for part in parts]

@@ -13,7 +13,17 @@ from typing import Any, ClassVar
 import numpy as np
 
 from tabsparse.data.categories import Category, CodeLookup, vocab_update
-from tabsparse.data.column_warnings import warn_unlikely_features
+from tabsparse.data.column_warnings import (
+    DRIFT_FRACTION,
+    DRIFT_MIN_ROWS,
+    FEW_MISSING_FRACTION,
+    warn_all_missing,
+    warn_constant,
+    warn_filled,
+    warn_missing_drift,
+    warn_unlikely_features,
+    warn_unseen,
+)
 from tabsparse.data.columns import Column, infer_kind, read_column, resolve_categorical
 from tabsparse.data.datetimes import (
     datetime_index,
@@ -23,7 +33,7 @@ from tabsparse.data.datetimes import (
     varying_parts,
     zone_of,
 )
-from tabsparse.data.encoded import CODE_OFFSET, EncodedTable
+from tabsparse.data.encoded import CODE_MISSING, CODE_OFFSET, CODE_UNSEEN, EncodedTable
 from tabsparse.data.numeric import check_finite_block, fill_columns, numeric_values
 from tabsparse.data.sparse import check_sparse_values, sparse_stats, sparse_to_float32
 from tabsparse.data.state import encoder_from_dict, encoder_to_dict
@@ -155,6 +165,9 @@ default="from_dtype"
         self._vocab_keys: list[set[tuple[int, Category]]] = []
         self._stats: tuple[np.ndarray, ...] = empty_stats(0)
         self._lookups: list[CodeLookup] | None = None
+        self._warned: set[str] = set()  # columns a warning of the first chunk named
+        # Missing values per categorical column at fit (None: unknown, a state without them).
+        self._cat_missing: np.ndarray | None = np.zeros(0, dtype=np.int64)
 
     @property
     def is_fitted(self) -> bool:
@@ -212,10 +225,15 @@ default="from_dtype"
         -----
         ColumnWarning
             Once per text column that looks like dates stored as strings or
-            is nearly unique per row (see :mod:`tabsparse.data.column_warnings`).
+            is nearly unique per row, and once per feature missing in every
+            row or constant (one value, none missing, at least 2 rows; not
+            checked for sparse matrices, whose all-zero columns are common);
+            see :mod:`tabsparse.data.column_warnings`.
         """
         self._reset()
-        self._fit_table(as_table(X))
+        table = as_table(X)
+        _, cols = self._fit_table(table)
+        self._warn_uninformative(table, cols)
         return self
 
     def partial_fit(self, X: object) -> TableEncoder:
@@ -263,6 +281,7 @@ default="from_dtype"
         self._reset()
         table = as_table(X)
         numeric, cols = self._fit_table(table)
+        self._warn_uninformative(table, cols)
         return EncodedTable(numeric, self._encode_codes(cols, table.n_rows))
 
     def _fit_table(self, table: Table) -> tuple[np.ndarray, list[Column]]:
@@ -294,16 +313,21 @@ default="from_dtype"
         else:
             chunk_stats = block_stats(numeric)
         chunk_keys: list[set[tuple[int, Category]]] = []
-        for j in self.categorical_columns:
+        chunk_missing = np.zeros(len(self.categorical_columns), dtype=np.int64)
+        for k, j in enumerate(self.categorical_columns):
             keys: set[tuple[int, Category]] = set()
             vocab_update(keys, cols[j])
             chunk_keys.append(keys)
+            chunk_missing[k] = int(np.count_nonzero(cols[j].missing_mask()))
         if self.n_rows_seen == 0:  # the first chunk: advice on columns that are no features
             for j, keys in zip(self.categorical_columns, chunk_keys, strict=True):
-                warn_unlikely_features(cols[j], len(keys))
+                if warn_unlikely_features(cols[j], len(keys)):
+                    self._warned.add(cols[j].name)
         for keys, new in zip(self._vocab_keys, chunk_keys, strict=True):
             keys.update(new)
         self._stats = merge_stats(self._stats, chunk_stats)
+        if self._cat_missing is not None:
+            self._cat_missing = self._cat_missing + chunk_missing
         self.n_rows_seen += table.n_rows
         self._finalize()
         return numeric, cols
@@ -358,6 +382,7 @@ default="from_dtype"
         self.categorical_columns = [j for j, k in enumerate(kinds) if k == "categorical"]
         self.n_rows_seen = 0
         self._vocab_keys = [set() for _ in self.categorical_columns]
+        self._cat_missing = np.zeros(len(self.categorical_columns), dtype=np.int64)
         self._stats = empty_stats(len(self.numeric_columns))
 
     def _check_kinds(self, table: Table, cols: list[Column]) -> None:
@@ -417,7 +442,10 @@ default="from_dtype"
         positions = self._match_columns(table, what)
         cols = self._read_features(table, positions)
         numeric = self._encode_numeric(table, positions, cols)
-        return EncodedTable(numeric, self._encode_codes(cols, table.n_rows))
+        codes = self._encode_codes(cols, table.n_rows)
+        if table.sparse is None:
+            numeric = self._drift(numeric, codes, cols)
+        return EncodedTable(numeric, codes)
 
     def _read_features(self, table: Table, positions: list[int]) -> list[Column]:
         """The features of ``table`` (its columns at ``positions``, datetime ones expanded);
@@ -495,12 +523,113 @@ default="from_dtype"
             check_finite_block(out, sources, names)
         return out
 
+    def _fit_all_missing(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per numeric and per categorical column, whether it was missing in every fitted row
+        (a categorical column of a state without missing counts: whether its vocabulary is
+        empty)."""
+        numeric = np.asarray(self._stats[0] == 0, dtype=bool)
+        if self._cat_missing is None:
+            categorical = np.array([not c for c in self.categories], dtype=bool)
+        else:
+            categorical = np.asarray(self._cat_missing >= self.n_rows_seen, dtype=bool)
+        return numeric, categorical
+
     def _encode_codes(self, cols: list[Column], n: int) -> np.ndarray:
         lookups = self._get_lookups()
-        sources = [lookups[k].encode(cols[j]) for k, j in enumerate(self.categorical_columns)]
+        empty = self._fit_all_missing()[1]
+        sources = [
+            np.zeros(n, dtype=np.int64) if empty[k] else lookups[k].encode(cols[j])
+            for k, j in enumerate(self.categorical_columns)
+        ]
         out = np.empty((n, len(sources)), dtype=np.int64)
         fill_columns(out, sources)
         return out
+
+    # ---- columns without information, drift ---------------------------------------
+
+    def _warn_uninformative(self, table: Table, cols: list[Column]) -> None:
+        """One :class:`ColumnWarning` per feature missing in every row or constant at fit
+        (none for a column already named by :func:`warn_unlikely_features`)."""
+        n = table.n_rows
+        if table.sparse is not None:
+            return
+        count = self._stats[0]
+        for k, j in enumerate(self.numeric_columns):
+            name = self.feature_names[j]
+            if count[k] == 0:
+                warn_all_missing(name, n)
+            elif n >= 2 and count[k] == n and self.numeric_min[k] == self.numeric_max[k]:
+                value = float(self.numeric_min[k])
+                warn_constant(name, n, int(value) if value.is_integer() else value)
+        assert self._cat_missing is not None  # a fit counts them
+        for k, j in enumerate(self.categorical_columns):
+            name, col = self.feature_names[j], cols[j]
+            if name in self._warned:  # at most one warning per column
+                continue
+            if self._cat_missing[k] == n:
+                warn_all_missing(name, n)
+                continue
+            if n < 2 or self._cat_missing[k] > 0:
+                continue
+            if col.form == "category":
+                assert col.categories is not None
+                observed = np.unique(col.values)
+                if observed.size == 1:
+                    value = col.categories.values[observed[0]]
+                    warn_constant(name, n, value.item() if hasattr(value, "item") else value)
+            elif len(self.categories[k]) == 1:
+                warn_constant(name, n, self.categories[k][0])
+
+    def _drift(self, numeric: np.ndarray, codes: np.ndarray, cols: list[Column]) -> np.ndarray:
+        """Warn (:class:`DriftWarning`) where most of the rows are unseen categories, values
+        of a column missing at fit, or missing where fit saw few missing values; return the
+        numeric block with the columns missing at fit set to missing (a copy if it changes)."""
+        n = numeric.shape[0]
+        empty_num, empty_cat = self._fit_all_missing()
+        if n == 0:
+            return numeric
+        nan = np.isnan(numeric)
+        n_missing = nan.sum(axis=0)
+        fit_rows = self.n_rows_seen
+        fit_count = self._stats[0]
+        for k, j in enumerate(self.numeric_columns):
+            name = self.feature_names[j]
+            if empty_num[k]:
+                present = n - int(n_missing[k])
+                if present:
+                    if not numeric.flags.writeable:
+                        numeric = numeric.copy()
+                    numeric[:, k] = np.nan
+                    if n >= DRIFT_MIN_ROWS and present > DRIFT_FRACTION * n:
+                        warn_filled(name, present, n)
+                continue
+            fit_missing = fit_rows - int(fit_count[k])
+            if (
+                n >= DRIFT_MIN_ROWS
+                and n_missing[k] > DRIFT_FRACTION * n
+                and fit_missing <= FEW_MISSING_FRACTION * fit_rows
+            ):
+                warn_missing_drift(name, int(n_missing[k]), n, fit_missing, fit_rows)
+        if n < DRIFT_MIN_ROWS:
+            return numeric
+        for k, j in enumerate(self.categorical_columns):
+            name, col = self.feature_names[j], cols[j]
+            if empty_cat[k]:
+                present = n - int(np.count_nonzero(col.missing_mask()))
+                if present > DRIFT_FRACTION * n:
+                    warn_filled(name, present, n)
+                continue
+            unseen = codes[:, k] == CODE_UNSEEN
+            n_unseen = int(np.count_nonzero(unseen))
+            if n_unseen > DRIFT_FRACTION * n:
+                example = _value_at(col, int(np.argmax(unseen)))
+                warn_unseen(name, n_unseen, n, example, len(self.categories[k]))
+            n_miss = int(np.count_nonzero(codes[:, k] == CODE_MISSING))
+            if self._cat_missing is not None and n_miss > DRIFT_FRACTION * n:
+                fit_missing = int(self._cat_missing[k])
+                if fit_missing <= FEW_MISSING_FRACTION * fit_rows:
+                    warn_missing_drift(name, n_miss, n, fit_missing, fit_rows)
+        return numeric
 
     # ---- serialisation -------------------------------------------------------------
 
@@ -545,6 +674,15 @@ default="from_dtype"
             ``"Invalid TableEncoder state"``.
         """
         return encoder_from_dict(cls, d)
+
+
+def _value_at(col: Column, i: int) -> object:
+    """The value of row ``i`` of ``col`` as a plain Python scalar, for messages."""
+    if col.form == "category":
+        assert col.categories is not None
+        return _value_at(col.categories, int(col.values[i]))
+    value = col.values[i]
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def describe_columns(enc: TableEncoder) -> list[tuple[str, str, int]]:

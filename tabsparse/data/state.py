@@ -10,6 +10,11 @@ format older releases read; ``datetime_features="expand"`` writes version 2, whi
 ``"datetime_columns"`` (``{"name", "parts", "zone"}`` per expanded column; its features are
 ``"<name>__<part>"`` in ``"feature_names"``). Both versions are read; a version 1 state has no
 expanded columns.
+
+``"categorical_missing"`` (both versions) counts the missing values of each categorical column at
+fit; it is optional when read (states written before it have none), and without it the drift
+check at transform does not judge a categorical column's missing values and a column counts as
+missing in every fitted row when its vocabulary is empty.
 """
 
 from __future__ import annotations
@@ -76,6 +81,8 @@ def encoder_to_dict(enc: TableEncoder) -> dict[str, Any]:
         "numeric_m2": floats(m2),
         "n_rows_seen": int(enc.n_rows_seen),
     }
+    if enc._cat_missing is not None:
+        state["categorical_missing"] = [int(v) for v in enc._cat_missing]
     if enc.datetime_features != "error":
         state["version"] = 2
         state["datetime_features"] = enc.datetime_features
@@ -210,6 +217,15 @@ def encoder_from_dict(cls: type[TableEncoder], d: object) -> TableEncoder:
         if missing[j] != (count[j] < n_rows):
             raise _bad_state(f"{where}: 'numeric_missing' disagrees with the count")
 
+    cat_missing = None
+    if "categorical_missing" in d:
+        cat_missing = _list_of(
+            d,
+            "categorical_missing",
+            n_cat,
+            lambda v: _is_int(v) and 0 <= v <= n_rows,
+            "ints between 0 and 'n_rows_seen'",
+        )
     datetime_features, input_names, parts, zones = _datetime_state(d, version, names)
     enc = cls(
         categorical_features=d.get("categorical_features", "from_dtype"),
@@ -226,6 +242,7 @@ def encoder_from_dict(cls: type[TableEncoder], d: object) -> TableEncoder:
     enc.categorical_columns = cat_cols
     enc.n_rows_seen = n_rows
     enc._vocab_keys = vocab_keys
+    enc._cat_missing = None if cat_missing is None else np.asarray(cat_missing, dtype=np.int64)
     enc._stats = (
         np.asarray(count, dtype=np.float64),
         np.asarray(mean, dtype=np.float64),

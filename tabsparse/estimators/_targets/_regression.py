@@ -17,6 +17,11 @@ tweedie            ``y >= 0`` (``> 0`` for     ``log(mu / mean)``             th
 
 The scale statistics are computed relative to each column's largest magnitude (a power of two,
 so exactly), which keeps targets near 1e300 from overflowing and near 1e-300 from underflowing.
+
+An output that takes one value in the fitted ``y`` carries nothing a network could learn: its
+``mean`` is that value exactly, its ``scale`` is 0 (the mark of a constant output, for any
+loss), and it is predicted as that value exactly -- not the constant plus the network's small
+residual output.
 """
 
 from __future__ import annotations
@@ -203,6 +208,13 @@ def _power_of_two(y2: np.ndarray) -> np.ndarray:
     return np.where(extreme, np.ldexp(1.0, exponent), 1.0)
 
 
+def constant_columns(y2: np.ndarray) -> np.ndarray:
+    """Per column, whether every value equals the first (False for a column without rows)."""
+    if len(y2) == 0:
+        return np.zeros(y2.shape[1], dtype=bool)
+    return np.asarray((y2 == y2[:1]).all(axis=0), dtype=bool)
+
+
 def robust_mean_std(y2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Column means and standard deviations, exact scalings of those of ``y2`` divided by a
     power of two where ``y2`` is extreme (so neither its squares overflow nor underflow)."""
@@ -217,7 +229,9 @@ class Regression(Target):
     Identity link (squared_error, absolute_error, huber, quantile): the network predicts the
     standardised target ``(y - mean) / scale`` per output (``scale`` 1 for a constant output).
     Log link (poisson, gamma, tweedie): ``mean`` is 0 and ``scale`` the mean of ``y`` (1 when
-    that is 0), the network's output ``eta`` gives ``scale * exp(eta)``. Centring would make
+    that is 0), the network's output ``eta`` gives ``scale * exp(eta)``. A constant output
+    (one value in ``y``) has ``scale`` 0 and ``mean`` that value, and is predicted as it
+    exactly, whatever the network outputs. Centring would make
     the scaled target negative, where a log link cannot reach; dividing by a positive constant
     keeps it a log-link model (``log scale`` is an offset), multiplies every deviance by a
     constant (so it changes neither the minimiser nor which epoch early stopping picks) and
@@ -252,10 +266,15 @@ class Regression(Target):
         y2, ndim = cls._as_2d(y)
         objective.check_y(y2, ndim)
         mean, std = robust_mean_std(y2)
+        constant = constant_columns(y2)
         if objective.log_link:
-            target = cls(np.zeros_like(mean), np.where(mean > 0, mean, 1.0), ndim, objective)
+            centre, scale = np.zeros_like(mean), np.where(mean > 0, mean, 1.0)
         else:
-            target = cls(mean, np.where(std > 0, std, 1.0), ndim, objective)
+            centre, scale = mean, np.where(std > 0, std, 1.0)
+        if constant.any():  # the value itself, not a rounded mean of its copies
+            centre = np.where(constant, y2[0], centre)
+            scale = np.where(constant, 0.0, scale)
+        target = cls(centre, scale, ndim, objective)
         return target, target._standardise(y2)
 
     def encode(self, y: Any) -> np.ndarray:
@@ -265,11 +284,34 @@ class Regression(Target):
         self.objective.check_y(y2, ndim)
         return self._standardise(y2)
 
+    @property
+    def constant(self) -> np.ndarray:
+        """Per output, whether it was constant at fit (marked by a scale of 0)."""
+        return np.asarray(self.scale == 0, dtype=bool)
+
+    def _affine(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(shift, divisor)`` of the network's target ``(y - shift) / divisor``: ``mean`` and
+        ``scale``, except for a constant output, trained towards 0 (identity link) or 1 (log
+        link, the constant's ``y / mean``; 0 for a constant 0)."""
+        constant = self.constant
+        if not constant.any():
+            return self.mean, self.scale
+        if self.objective.log_link:
+            shift = np.where(constant, 0.0, self.mean)
+            divisor = np.where(constant, np.where(self.mean > 0, self.mean, 1.0), self.scale)
+            return shift, divisor
+        return self.mean, np.where(constant, 1.0, self.scale)
+
     def _standardise(self, y2: np.ndarray) -> np.ndarray:
-        return ((y2 - self.mean) / self.scale).astype(np.float32)
+        shift, divisor = self._affine()
+        return ((y2 - shift) / divisor).astype(np.float32)
 
     def _destandardise(self, z: np.ndarray) -> np.ndarray:
-        out = z.astype(np.float64) * self.scale + self.mean
+        shift, divisor = self._affine()
+        out = z.astype(np.float64) * divisor + shift
+        constant = self.constant
+        if constant.any():  # broadcast over the quantiles of a single output as well
+            out = np.where(constant, self.mean, out)
         return out[:, 0] if self.ndim == 1 and self.objective.quantiles is None else out
 
     def unscale(self, z: np.ndarray) -> np.ndarray:
@@ -301,7 +343,8 @@ class Regression(Target):
         return {"predict": self.unscale(logits.float().cpu().numpy())}
 
     def true_values(self, target: torch.Tensor) -> np.ndarray:
-        y = target.cpu().numpy().astype(np.float64) * self.scale + self.mean
+        shift, divisor = self._affine()
+        y = target.cpu().numpy().astype(np.float64) * divisor + shift
         return y[:, 0] if self.ndim == 1 else y
 
     def score(self, y: Any, y_pred: Any, sample_weight: Any = None) -> float:
@@ -340,8 +383,9 @@ class Regression(Target):
 
     @classmethod
     def check_attributes(cls, estimator: Any) -> None:
-        """Finite float scalings of shape ``(n_outputs_,)``, a positive scale, ``_y_ndim`` 1 or
-        2, and an ``_objective`` (squared_error when absent) that fits the scaling."""
+        """Finite float scalings of shape ``(n_outputs_,)``, a positive scale (0 for a constant
+        output), ``_y_ndim`` 1 or 2, and an ``_objective`` (squared_error when absent) that
+        fits the scaling."""
         n = estimator.n_outputs_
         if not is_int(n) or n < 1:
             raise ValueError(f"n_outputs_={n!r} must be an integer >= 1")
@@ -351,15 +395,20 @@ class Regression(Target):
                 raise ValueError(f"{name} must be a float array of shape ({n},)")
             if not np.all(np.isfinite(v)):
                 raise ValueError(f"{name} must be finite")
-        if not np.all(estimator.target_scale_ > 0):
-            raise ValueError("target_scale_ must be positive")
+        if not np.all(estimator.target_scale_ >= 0):
+            raise ValueError("target_scale_ must be positive (or 0 for a constant output)")
         ndim = estimator._y_ndim
         if ndim not in (1, 2) or isinstance(ndim, bool):
             raise ValueError(f"_y_ndim={ndim!r} must be 1 or 2")
         if ndim == 1 and n != 1:
             raise ValueError("_y_ndim=1 needs n_outputs_=1")
         if hasattr(estimator, "_objective"):  # files from before objectives are squared_error
-            check_scaling(cls.from_attributes(estimator).objective, estimator.target_mean_, n)
+            check_scaling(
+                cls.from_attributes(estimator).objective,
+                estimator.target_mean_,
+                n,
+                estimator.target_scale_,
+            )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -385,13 +434,13 @@ class Regression(Target):
         if not ok:
             raise ValueError("mean and scale must be lists of numbers of the same length >= 1")
         m, s = np.asarray(mean, dtype=np.float64), np.asarray(scale, dtype=np.float64)
-        if not (np.all(np.isfinite(m)) and np.all(np.isfinite(s)) and np.all(s > 0)):
-            raise ValueError("mean must be finite and scale finite and positive")
+        if not (np.all(np.isfinite(m)) and np.all(np.isfinite(s)) and np.all(s >= 0)):
+            raise ValueError("mean must be finite and scale finite and positive (0: constant)")
         if ndim == 1 and len(m) != 1:
             raise ValueError("ndim=1 needs one output")
         objective = Objective.from_json(doc["objective"]) if "objective" in doc else None
         if objective is not None:
-            check_scaling(objective, m, len(m))
+            check_scaling(objective, m, len(m), s)
         return cls(m, s, int(ndim), objective)
 
     def serving_head(self) -> nn.Module:
@@ -430,10 +479,17 @@ class Regression(Target):
         }
 
 
-def check_scaling(objective: Objective, mean: np.ndarray, n_outputs: int) -> None:
-    """``ValueError`` when the fitted scaling cannot belong to ``objective``."""
-    if objective.log_link and np.any(mean != 0):
-        raise ValueError(f"a log-link objective ({objective.loss}) has target_mean_ 0")
+def check_scaling(
+    objective: Objective, mean: np.ndarray, n_outputs: int, scale: np.ndarray | None = None
+) -> None:
+    """``ValueError`` when the fitted scaling cannot belong to ``objective`` (a log link has a
+    mean of 0, except for constant outputs: ``scale`` 0)."""
+    varying = np.ones(np.shape(mean), dtype=bool) if scale is None else np.asarray(scale) != 0
+    if objective.log_link and np.any((mean != 0) & varying):
+        raise ValueError(
+            f"a log-link objective ({objective.loss}) has target_mean_ 0 (except for constant "
+            "outputs, whose target_scale_ is 0)"
+        )
     if objective.quantiles is not None and n_outputs != 1:
         raise ValueError("several quantiles need one output")
 
@@ -443,6 +499,8 @@ class RegressionHead(nn.Module):
 
     mean: torch.Tensor
     scale: torch.Tensor
+    constant: torch.Tensor
+    is_constant: torch.Tensor
 
     def __init__(self, target: Regression) -> None:
         super().__init__()
@@ -451,8 +509,15 @@ class RegressionHead(nn.Module):
         self.register_buffer(
             "mean", torch.as_tensor(target.mean, dtype=torch.float64).reshape(1, -1)
         )
+        shift, divisor = target._affine()
+        self.has_constant = bool(target.constant.any())
+        self.register_buffer("mean", torch.as_tensor(shift, dtype=torch.float64).reshape(1, -1))
+        self.register_buffer("scale", torch.as_tensor(divisor, dtype=torch.float64).reshape(1, -1))
         self.register_buffer(
-            "scale", torch.as_tensor(target.scale, dtype=torch.float64).reshape(1, -1)
+            "constant", torch.as_tensor(target.mean, dtype=torch.float64).reshape(1, -1)
+        )
+        self.register_buffer(
+            "is_constant", torch.as_tensor(target.constant, dtype=torch.bool).reshape(1, -1)
         )
 
     def forward(self, logits: torch.Tensor) -> torch.Tensor:
@@ -461,4 +526,7 @@ class RegressionHead(nn.Module):
             z = torch.exp(z)
         if self.sort:
             z = torch.sort(z, dim=1).values
-        return z * self.scale + self.mean
+        out = z * self.scale + self.mean
+        if self.has_constant:  # constant outputs are their value, whatever the network says
+            out = torch.where(self.is_constant, self.constant, out)
+        return out
