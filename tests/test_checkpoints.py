@@ -130,3 +130,130 @@ def test_a_pretrainer_with_the_default_random_state_resumes_with_its_recorded_se
     full = TabNetPretrainer(**settings, random_state=seed).fit(X)
     assert [r["val_loss"] for r in resumed.history_] == [r["val_loss"] for r in full.history_]
     np.testing.assert_array_equal(resumed.transform(X), full.transform(X))
+
+
+# ---- resuming a finished fit, and resuming to more epochs ----------------------------------------
+
+
+def _regression_rows(n: int = 200, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4))
+    return X, X[:, 0] - 0.5 * X[:, 1] + rng.normal(scale=0.3, size=n)
+
+
+SMALL: dict[str, Any] = {"n_d": 4, "n_a": 4, "n_steps": 2, "device": "cpu"}
+
+
+def _outputs(model: Any, X: np.ndarray) -> np.ndarray:
+    return model.predict_proba(X) if hasattr(model, "predict_proba") else model.predict(X)
+
+
+@pytest.mark.parametrize("random_state", [None, 0])
+@pytest.mark.parametrize("cls", ["TabNetRegressor", "TabNetClassifier"])
+def test_resuming_a_finished_fit_returns_the_finished_model(
+    cls: str, random_state: int | None, tmp_path: Any
+) -> None:
+    """The default weight average (ema_decay=0.99) recomputes batch-norm statistics when the fit
+    ends; a resume that has no epoch left to run does the same, from the same rows."""
+    import tabsparse
+
+    estimator = getattr(tabsparse, cls)
+    X, y = _regression_rows()
+    if cls == "TabNetClassifier":
+        y = (y > 0).astype(int)
+    settings = {**SMALL, "max_epochs": 4, "random_state": random_state}
+    assert estimator().ema_decay == 0.99  # the default this test is about
+    original = estimator(**settings, checkpoint_dir=tmp_path).fit(X, y)
+    resumed = estimator(**settings).fit(X, y, resume_from=tmp_path)
+    assert resumed.n_iter_ == original.n_iter_ == 4
+    assert resumed.history_ == original.history_
+    np.testing.assert_array_equal(_outputs(resumed, X), _outputs(original, X))
+
+
+@pytest.mark.parametrize("lr_schedule", ["constant", "exponential", "plateau"])
+def test_resuming_to_more_epochs_equals_the_longer_fit(lr_schedule: str, tmp_path: Any) -> None:
+    """A schedule that does not depend on max_epochs: the resumed fit is the longer fit, bit for
+    bit (its first epochs' records, its weights, its predictions)."""
+    from tabsparse import TabNetRegressor
+
+    X, y = _regression_rows()
+    settings = {**SMALL, "random_state": 0, "lr_schedule": lr_schedule}
+    TabNetRegressor(**settings, max_epochs=4, checkpoint_dir=tmp_path).fit(X, y)
+    resumed = TabNetRegressor(**settings, max_epochs=6).fit(X, y, resume_from=tmp_path)
+    longer = TabNetRegressor(**settings, max_epochs=6).fit(X, y)
+    assert resumed.n_iter_ == longer.n_iter_ == 6
+    drop = ("seconds",)
+    assert [{k: v for k, v in r.items() if k not in drop} for r in resumed.history_] == [
+        {k: v for k, v in r.items() if k not in drop} for r in longer.history_
+    ]
+    for key, value in longer.network_.state_dict().items():
+        assert torch.equal(resumed.network_.state_dict()[key], value), key
+    np.testing.assert_array_equal(resumed.predict(X), longer.predict(X))
+
+
+def test_resuming_a_cosine_fit_to_more_epochs_follows_the_longer_schedule(tmp_path: Any) -> None:
+    """The cosine schedule spans max_epochs: the resumed fit keeps the checkpoint's epochs and
+    takes the longer fit's learning rate from there on (its weights differ from the longer
+    fit's, whose first epochs ran at other rates)."""
+    from tabsparse import TabNetRegressor
+
+    X, y = _regression_rows()
+    settings = {**SMALL, "random_state": 0, "lr_schedule": "cosine"}
+    short = TabNetRegressor(**settings, max_epochs=4, checkpoint_dir=tmp_path).fit(X, y)
+    resumed = TabNetRegressor(**settings, max_epochs=6).fit(X, y, resume_from=tmp_path)
+    longer = TabNetRegressor(**settings, max_epochs=6).fit(X, y)
+    assert resumed.n_iter_ == 6 and resumed.history_[:4] == short.history_
+    rates = [r["learning_rate"] for r in resumed.history_[4:]]
+    assert rates == [r["learning_rate"] for r in longer.history_[4:]]
+    assert rates[-1] == 0.0  # the end of the longer schedule, not past the shorter one's
+
+
+def test_an_early_stopped_fit_resumes_as_stopped(tmp_path: Any) -> None:
+    """A fit that early stopping ended is over: resuming it (with the same or a larger
+    max_epochs) runs no further epoch, as the uninterrupted fit ran none."""
+    from tabsparse import TabNetRegressor
+
+    X, y = _regression_rows(300)
+    # no epoch after the first beats it by tol: stops after the second
+    settings = {
+        **SMALL,
+        "random_state": 0,
+        "lr_schedule": "constant",
+        "early_stopping": True,
+        "n_iter_no_change": 1,
+        "tol": 1e9,
+    }
+    stopped = TabNetRegressor(**settings, max_epochs=4, checkpoint_dir=tmp_path).fit(X, y)
+    assert stopped.n_iter_ == 2
+    for max_epochs in (4, 6):
+        resumed = TabNetRegressor(**settings, max_epochs=max_epochs).fit(X, y, resume_from=tmp_path)
+        assert resumed.n_iter_ == 2 and resumed.best_iteration_ == stopped.best_iteration_
+        np.testing.assert_array_equal(resumed.predict(X), stopped.predict(X))
+    longer = TabNetRegressor(**settings, max_epochs=6).fit(X, y)
+    np.testing.assert_array_equal(longer.predict(X), stopped.predict(X))
+
+
+def test_a_refused_resume_names_only_what_differs(tmp_path: Any) -> None:
+    from tabsparse import TabNetRegressor
+
+    X, y = _regression_rows()
+    settings = {**SMALL, "random_state": 0, "max_epochs": 3}
+    TabNetRegressor(**settings, checkpoint_dir=tmp_path).fit(X, y)
+    other = TabNetRegressor(**{**settings, "n_d": 8, "gamma": 1.5, "max_epochs": 5})
+    message = (
+        "the checkpoint was written by a different fit (checkpoint -> this fit: gamma: 1.3 -> "
+        "1.5; n_d: 4 -> 8); resume with the settings of that fit or start a new one"
+    )
+    with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+        other.fit(X, y, resume_from=tmp_path)
+    message = (
+        "the checkpoint was written by a different fit (checkpoint -> this fit: n_train: 200 -> "
+        "150); resume with the settings of that fit or start a new one"
+    )
+    with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+        TabNetRegressor(**settings).fit(X[:150], y[:150], resume_from=tmp_path)
+    fewer = "the checkpoint holds 3 epochs of its fit, more than max_epochs=2: resume with " + (
+        "max_epochs >= 3"
+    )
+    with pytest.raises(ValueError, match="^" + re.escape(fewer) + "$"):
+        TabNetRegressor(**{**settings, "max_epochs": 2}).fit(X, y, resume_from=tmp_path)

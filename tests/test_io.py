@@ -231,7 +231,7 @@ def _encoder_categories(doc: dict) -> None:
 
 @pytest.mark.parametrize(
     "edit",
-    [_swap_classes, set_path(["params", "gamma"], 1.0), _encoder_categories],
+    [_swap_classes, set_path(["attributes", "architecture_", "gamma"], 1.0), _encoder_categories],
     ids=["swapped classes_", "gamma", "encoder categories"],
 )
 def test_edited_json_is_refused(edit: Any, saved: Path, tmp_path: Path) -> None:
@@ -423,9 +423,12 @@ def test_pretrainer_round_trips(X: pd.DataFrame, tmp_path: Path) -> None:
     members = read_members(tmp_path / "pre.tabsparse")
     # an edited file cannot make load allocate more, checksums recomputed or not
     for sign in (False, True):
-        edited = edit_doc(members, set_path(["params", "n_indep_decoder"], 10**6), sign=sign)
+        edit = set_path(["attributes", "architecture_", "n_indep_decoder"], 10**6)
+        edited = edit_doc(members, edit, sign=sign)
         write_members(tmp_path / "edited.tabsparse", edited)
-        with pytest.raises(ModelFileError, match="checksum mismatch" if not sign else "imply a"):
+        with pytest.raises(
+            ModelFileError, match="checksum mismatch" if not sign else "implies a network"
+        ):
             load(tmp_path / "edited.tabsparse")
 
 

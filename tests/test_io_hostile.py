@@ -121,11 +121,11 @@ CASES: dict[str, tuple[Any, str]] = {
     "weight shape": (
         lambda m: edit_weights(m, lambda t: t.update({"head.bias": torch.zeros(3)})),
         # the binary classifier's head: 4 members (n_members="auto") x 2 outputs
-        "tensor 'head.bias' is torch.float32 [3], but the parameters imply torch.float32 [8]",
+        "tensor 'head.bias' is torch.float32 [3], but the architecture implies torch.float32 [8]",
     ),
     "weight dtype": (
         lambda m: edit_weights(m, lambda t: t.update({"head.bias": t["head.bias"].double()})),
-        "tensor 'head.bias' is torch.float64 [8], but the parameters imply torch.float32 [8]",
+        "tensor 'head.bias' is torch.float64 [8], but the architecture implies torch.float32 [8]",
     ),
     "complex weight": (
         lambda m: edit_weights(m, lambda t: t.update({"head.bias": torch.zeros(2) * 1j})),
@@ -144,17 +144,57 @@ CASES: dict[str, tuple[Any, str]] = {
         "'tied' names 'x' -> 'nowhere'",
     ),
     "tied not a map": (lambda m: edit_doc(m, set_path(["tied"], [])), "'tied' must map"),
-    "shape vs params": (
-        lambda m: edit_doc(m, set_path(["params", "n_d"], 5)),
-        "but the parameters imply",
+    "shape vs architecture": (
+        lambda m: edit_doc(m, set_path(["attributes", "architecture_", "n_d"], 5)),
+        "but the architecture implies",
     ),
-    "huge params": (
-        lambda m: edit_doc(m, set_path(["params", "n_d"], 10**9)),
-        "the parameters imply a network of about",
+    "huge architecture": (
+        lambda m: edit_doc(m, set_path(["attributes", "architecture_", "n_d"], 10**9)),
+        "the architecture implies a network of about",
     ),
     "many steps": (
-        lambda m: edit_doc(m, set_path(["params", "n_steps"], 10**7)),
-        "the parameters imply a network of at least 10000000 blocks (n_steps=10000000)",
+        lambda m: edit_doc(m, set_path(["attributes", "architecture_", "n_steps"], 10**7)),
+        "the architecture implies a network of at least 10000000 blocks (n_steps=10000000)",
+    ),
+    "many members": (
+        lambda m: edit_doc(
+            m,
+            lambda d: (
+                d["attributes"]["architecture_"].update(n_members=10**7)
+                or d["attributes"].update(n_members_=10**7)
+            ),
+        ),
+        "at least 10000000 blocks (n_members=10000000)",
+    ),
+    "architecture not a dict": (
+        lambda m: edit_doc(m, set_path(["attributes", "architecture_"], [1, 2])),
+        "architecture_ must be a dict, got list",
+    ),
+    "architecture entry missing": (
+        lambda m: edit_doc(m, lambda d: d["attributes"]["architecture_"].pop("gamma")),
+        "architecture_ has missing entries ['gamma'] / unexpected []",
+    ),
+    "architecture entry unknown": (
+        lambda m: edit_doc(m, set_path(["attributes", "architecture_", "evil"], 1)),
+        "architecture_ has missing entries [] / unexpected ['evil']",
+    ),
+    "architecture entry of the wrong kind": (
+        lambda m: edit_doc(m, set_path(["attributes", "architecture_", "mask_type"], "softmax")),
+        "architecture_['mask_type']='softmax' must be 'sparsemax' or 'entmax'",
+    ),
+    "architecture bool for an integer": (
+        lambda m: edit_doc(m, set_path(["attributes", "architecture_", "n_steps"], True)),
+        "architecture_['n_steps']=True must be an integer >= 1",
+    ),
+    "architecture groups outside the columns": (
+        lambda m: edit_doc(
+            m, set_path(["attributes", "architecture_", "grouped_features"], [[0, 9]])
+        ),
+        "architecture_['grouped_features'] names a feature outside 0 .. 4",
+    ),
+    "architecture against the resolved attributes": (
+        lambda m: edit_doc(m, set_path(["attributes", "architecture_", "n_members"], 2)),
+        "n_members_=4 disagrees with architecture_['n_members']=2",
     ),
     "bad param": (lambda m: edit_doc(m, set_path(["params", "n_d"], -3)), "invalid parameters"),
     "unknown param": (lambda m: edit_doc(m, set_path(["params", "evil"], 1)), "unknown parameter"),

@@ -133,7 +133,7 @@ CASES: dict[str, tuple[Callable[[dict], Any], str]] = {
     "unknown class": (lambda d: d.update(estimator="os.system"), "unknown estimator class"),
     "huge params": (
         lambda d: d["params"].update(n_d=10**9),
-        "the parameters imply a network of about",
+        "the architecture implies a network of about",
     ),
 }
 
@@ -166,7 +166,8 @@ def test_npy_with_wrong_dtype_or_trailing_bytes(tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert_rejected(
-            path, "tensor 'head.bias' is torch.float64 [2], but the parameters imply torch.float32"
+            path,
+            "tensor 'head.bias' is torch.float64 [2], but the architecture implies torch.float32",
         )
     data = npy_bytes(np.zeros(2, dtype=np.float32)) + b"\x00" * 4
     write_members(path, replace_tensor(members, "head.bias", data))

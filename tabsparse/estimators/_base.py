@@ -14,7 +14,10 @@ The fit skeleton, :meth:`TabNetBase._fit`, calls these hooks in this order:
 3. ``_fit_data(..., seed) -> FitData``: validate ``X`` (and ``y``), encode the table, split off
    the validation rows; the training, validation and importance-sample tensors. ``seed`` is
    :meth:`TabNetBase._seed` (a resumed fit's checkpoint is read before this step).
-4. ``_build_network(seed)`` and ``_init_network(data)`` (unless warm-starting).
+4. ``_build_network(seed)`` and ``_init_network(data)`` (unless warm-starting). The network is
+   built from ``architecture_`` (:meth:`TabNetBase._architecture`, kept at fit), never from the
+   parameters as they are later: a warm start refuses parameters that describe another network
+   (:meth:`TabNetBase._check_warm_start`), and model files store and rebuild ``architecture_``.
 5. ``_before_training(trainer, data)``: last changes to the trainer and the data.
 6. training, then :meth:`_finish_fit` (``n_iter_``, ``best_iteration_``, importances, ...).
 
@@ -204,6 +207,8 @@ class TabNetBase(Explaining, BaseEstimator):
         if ctx is not None and device.type == "cuda":
             device = torch.device("cuda", ctx.local_rank)  # one device per local rank
         continuing = self.warm_start and hasattr(self, "network_")
+        if continuing:
+            self._check_warm_start()
         resume = None if resume_from is None else load_checkpoint(resume_from)
         data = self._fit_data(
             X,
@@ -218,6 +223,7 @@ class TabNetBase(Explaining, BaseEstimator):
             seed=self._seed(resume),
         )
         if not continuing:
+            self.architecture_ = self._architecture()
             self.network_ = self._build_network(data.seed).to(device)
             self.history_: list[dict[str, float]] = []
             self._init_network(data)
@@ -242,6 +248,7 @@ class TabNetBase(Explaining, BaseEstimator):
             if trainer.best_iteration is None:  # no epoch finished: stay cleanly unfitted
                 for name in (
                     "network_",
+                    "architecture_",
                     "n_iter_",
                     "best_iteration_",
                     "feature_importances_",
@@ -311,8 +318,17 @@ class TabNetBase(Explaining, BaseEstimator):
         )
 
     def _checkpoint_meta(self, n_train: int, seed: int) -> dict[str, Any]:
-        # settings that do not change what is fitted (compile: only the rounding)
-        skip = {"callbacks", "checkpoint_dir", "checkpoint_every", "verbose", "compile"}
+        # settings that do not change what is fitted (compile: only the rounding), and
+        # max_epochs, which the trainer checks against the checkpoint's epochs itself (a resume
+        # may train to a larger max_epochs)
+        skip = {
+            "callbacks",
+            "checkpoint_dir",
+            "checkpoint_every",
+            "verbose",
+            "compile",
+            "max_epochs",
+        }
         params = {k: repr(v) for k, v in self.get_params().items() if k not in skip}
         return {"estimator": type(self).__name__, "n_train": n_train, "seed": seed, **params}
 
@@ -504,32 +520,88 @@ class TabNetBase(Explaining, BaseEstimator):
             torch.default_generator.manual_seed(seed)
             return build()
 
-    def _network_kwargs(self) -> dict[str, Any]:
-        """Inputs and encoder arguments (the same for the prediction and pretraining networks)."""
-        enc = self.encoder_
+    #: The parameters the network is built from (the keys of :meth:`_architecture`); a warm
+    #: start refuses to change them.
+    _architecture_names: tuple[str, ...] = (
+        "n_d",
+        "n_a",
+        "n_steps",
+        "gamma",
+        "n_independent",
+        "n_shared",
+        "mask_type",
+        "first_mask",
+        "virtual_batch_size",
+        "momentum",
+        "cat_emb_dim",
+        "grouped_features",
+    )
+
+    def _architecture(self) -> dict[str, Any]:
+        """The network's constructor arguments that the parameters decide, from the parameters
+        as they are now (``grouped_features`` as feature positions of the fitted encoder).
+
+        A fit keeps this as ``architecture_`` and builds the network from it, so the fitted
+        network, its model file and its predictions do not follow a later ``set_params``.
+        Subclasses add their own arguments (and resolve "auto" values)."""
         grouped = self.grouped_features
         if grouped is not None:
             grouped = [self._group_indices(group) for group in grouped]
+        return {
+            "n_d": int(self.n_d),
+            "n_a": int(self.n_a),
+            "n_steps": int(self.n_steps),
+            "gamma": float(self.gamma),
+            "n_independent": int(self.n_independent),
+            "n_shared": int(self.n_shared),
+            "mask_type": str(self.mask_type),
+            # absent from estimators unpickled from before the parameter: the paper's layout
+            "first_mask": str(getattr(self, "first_mask", "per_row")),
+            "virtual_batch_size": int(self.virtual_batch_size),
+            "momentum": float(self.momentum),
+            "cat_emb_dim": _plain_int(self.cat_emb_dim),  # "auto": resolved by the subclass
+            "grouped_features": grouped,
+        }
+
+    def _fitted_architecture(self) -> dict[str, Any]:
+        """The architecture the fitted network was built with (``architecture_``); an estimator
+        without it (unfitted, or unpickled from before it existed) gets :meth:`_architecture`."""
+        fitted = getattr(self, "architecture_", None)
+        return dict(fitted) if isinstance(fitted, dict) else self._architecture()
+
+    def _check_warm_start(self) -> None:
+        """Refuse a warm start whose parameters describe another network than the fitted one:
+        the fit would go on training the fitted network and silently ignore the change."""
+        fitted, now = self._fitted_architecture(), self._architecture()
+        changed = []
+        for name, old in fitted.items():
+            new = now.get(name, old)
+            if name == "numeric_embedding_dim" and (
+                fitted.get("numeric_embedding") is None and now.get("numeric_embedding") is None
+            ):
+                continue  # no numeric embedding: its width builds nothing
+            if new != old:
+                changed.append(f"{name}: {old!r} -> {new!r}")
+        if changed:
+            raise ValueError(
+                "warm_start continues the fitted network, but the parameters now describe "
+                f"another one ({'; '.join(changed)}): set them back or fit without warm_start"
+            )
+
+    def _input_kwargs(self) -> dict[str, Any]:
+        """The network's input arguments, from the fitted encoder."""
+        enc = self.encoder_
         return {
             "numeric_columns": enc.numeric_columns,
             "categorical_columns": enc.categorical_columns,
             "numeric_mean": [float(v) for v in enc.numeric_mean],
             "numeric_std": [float(v) for v in enc.numeric_std],
             "cardinalities": enc.cardinalities,
-            "cat_emb_dim": self.cat_emb_dim,
-            "grouped_features": grouped,
-            "n_d": self.n_d,
-            "n_a": self.n_a,
-            "n_steps": self.n_steps,
-            "gamma": self.gamma,
-            "n_independent": self.n_independent,
-            "n_shared": self.n_shared,
-            "mask_type": self.mask_type,
-            # absent from estimators unpickled from before the parameter: the paper's layout
-            "first_mask": getattr(self, "first_mask", "per_row"),
-            "virtual_batch_size": self.virtual_batch_size,
-            "momentum": self.momentum,
         }
+
+    def _network_kwargs(self) -> dict[str, Any]:
+        """The network's constructor arguments: the inputs and the fitted architecture."""
+        return {**self._input_kwargs(), **self._fitted_architecture()}
 
     def _group_indices(self, group: list[Any]) -> list[int]:
         """Feature positions of a ``grouped_features`` group; the name of an expanded datetime
@@ -597,6 +669,12 @@ class TabNetBase(Explaining, BaseEstimator):
         tags.input_tags.sparse = True  # scipy sparse: fit, predict, explain batch by batch
         tags.non_deterministic = self.random_state is None
         return tags
+
+
+def _plain_int(value: Any) -> Any:
+    """A Python int for an integer parameter (numpy integers included), other values as they
+    are (``"auto"``)."""
+    return value if isinstance(value, str) else int(value)
 
 
 class _verbose_logging:

@@ -41,7 +41,14 @@ _DEVICE = re.compile(r"(cpu|cuda(:[0-9]{1,4})?)\Z")
 NETWORK_SLACK = 2**20  # values the parameters may imply beyond twice what the file holds
 _DOCUMENT_KEYS = frozenset({"params", "param_notes", "attributes", "notes", "device", "encoder"})
 # parameters that each add modules (each with at least one tensor) to the network
-_REPEATS = ("n_steps", "n_shared", "n_independent", "n_shared_decoder", "n_indep_decoder")
+_REPEATS = (
+    "n_steps",
+    "n_shared",
+    "n_independent",
+    "n_shared_decoder",
+    "n_indep_decoder",
+    "n_members",
+)
 _SKIPPED_STATE = frozenset(
     {"network_", "encoder_", "device_", "_sklearn_output_config", "_metadata_request"}
 )
@@ -65,12 +72,14 @@ _COMMON_ATTRIBUTES = (
     "numeric_embedding_",
     "first_mask_",
     "cat_emb_dim_",
+    "architecture_",
 )
 # files written before compile= existed have no compiled_; before the importance spread, no
 # feature_importances_std_ (such a model loads without it: no spread to show); before
 # n_members="auto", no n_members_ / numeric_embedding_, before first_mask="auto" no first_mask_,
-# before cat_emb_dim="auto" no cat_emb_dim_
-# (the network is then built from the parameters); a pretrainer has none of them
+# before cat_emb_dim="auto" no cat_emb_dim_ (a pretrainer has none of these four); before the
+# fitted architecture, no architecture_: the network is then built from the parameters (which
+# such files saved as fitted) and architecture_ is set from them
 _OPTIONAL_ATTRIBUTES = frozenset(
     {
         "feature_names_in_",
@@ -80,8 +89,50 @@ _OPTIONAL_ATTRIBUTES = frozenset(
         "numeric_embedding_",
         "first_mask_",
         "cat_emb_dim_",
+        "architecture_",
     }
 )
+
+
+def _int_at_least(low: int) -> Callable[[Any], bool]:
+    return lambda v: _is_int(v) and v >= low
+
+
+def _real_in(low: float, high: float) -> Callable[[Any], bool]:
+    return lambda v: _is_real(v) and low <= float(v) <= high
+
+
+# what each entry of a file's architecture_ may hold (the networks' own checks follow at build)
+_ARCHITECTURE_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "n_d": (_int_at_least(1), "an integer >= 1"),
+    "n_a": (_int_at_least(1), "an integer >= 1"),
+    "n_steps": (_int_at_least(1), "an integer >= 1"),
+    "gamma": (_real_in(1.0, float("inf")), "a finite number >= 1"),
+    "n_independent": (_int_at_least(0), "an integer >= 0"),
+    "n_shared": (_int_at_least(0), "an integer >= 0"),
+    "mask_type": (lambda v: v in ("sparsemax", "entmax"), "'sparsemax' or 'entmax'"),
+    "first_mask": (lambda v: isinstance(v, str) and v in FIRST_MASKS, f"one of {FIRST_MASKS}"),
+    "virtual_batch_size": (_int_at_least(1), "an integer >= 1"),
+    "momentum": (_real_in(0.0, 1.0), "a number in [0, 1]"),
+    "cat_emb_dim": (_int_at_least(1), "an integer >= 1"),
+    "grouped_features": (
+        lambda v: (
+            v is None
+            or (
+                isinstance(v, list) and all(isinstance(g, list) and all(map(_is_int, g)) for g in v)
+            )
+        ),
+        "None or a list of lists of feature positions",
+    ),
+    "numeric_embedding": (
+        lambda v: v is None or (isinstance(v, str) and v in NUMERIC_EMBEDDINGS),
+        f"None or one of {sorted(NUMERIC_EMBEDDINGS)}",
+    ),
+    "numeric_embedding_dim": (_int_at_least(2), "an integer >= 2"),
+    "n_members": (_int_at_least(1), "an integer >= 1"),
+    "n_shared_decoder": (_int_at_least(0), "an integer >= 0"),
+    "n_indep_decoder": (_int_at_least(0), "an integer >= 0"),
+}
 
 
 def _bad(problem: str) -> Any:
@@ -223,7 +274,8 @@ def _check_common(est: Any) -> None:
 def _check_architecture(est: Any) -> None:
     """The resolved architecture, where present: ``n_members_`` an integer >= 1,
     ``numeric_embedding_`` None or a known embedding, ``first_mask_`` a known first mask,
-    ``cat_emb_dim_`` an integer >= 1."""
+    ``cat_emb_dim_`` an integer >= 1; ``architecture_`` (:func:`_check_fitted_architecture`)
+    agrees with them."""
     members = getattr(est, "n_members_", 1)
     if not _is_int(members) or members < 1:
         raise ValueError(f"n_members_={members!r} must be an integer >= 1")
@@ -238,6 +290,38 @@ def _check_architecture(est: Any) -> None:
     width = getattr(est, "cat_emb_dim_", 1)
     if not _is_int(width) or width < 1:
         raise ValueError(f"cat_emb_dim_={width!r} must be an integer >= 1")
+    if "architecture_" in vars(est):
+        _check_fitted_architecture(est)
+
+
+def _check_fitted_architecture(est: Any) -> None:
+    """``architecture_``: exactly the class's entries (``_architecture_names``), each of its
+    kind, grouped features inside the encoder's columns, and the resolved attributes
+    (``n_members_``, ...) equal to its entries."""
+    arch = est.architecture_
+    if not isinstance(arch, dict):
+        raise ValueError(f"architecture_ must be a dict, got {type(arch).__name__}")
+    names = tuple(type(est)._architecture_names)
+    missing = [n for n in names if n not in arch]
+    extra = sorted(str(n) for n in set(arch) - set(names))
+    if missing or extra:
+        raise ValueError(f"architecture_ has missing entries {missing} / unexpected {extra}")
+    for name, value in arch.items():
+        rule = _ARCHITECTURE_RULES.get(name)
+        if rule is not None and not rule[0](value):
+            raise ValueError(f"architecture_[{name!r}]={value!r} must be {rule[1]}")
+    n_features = est.encoder_.n_features
+    grouped = arch.get("grouped_features")
+    if grouped is not None and any(not 0 <= i < n_features for g in grouped for i in g):
+        raise ValueError(
+            f"architecture_['grouped_features'] names a feature outside 0 .. {n_features - 1}"
+        )
+    for name in ("n_members", "numeric_embedding", "first_mask", "cat_emb_dim"):
+        if f"{name}_" in vars(est) and name in arch and getattr(est, f"{name}_") != arch[name]:
+            raise ValueError(
+                f"{name}_={getattr(est, f'{name}_')!r} disagrees with "
+                f"architecture_[{name!r}]={arch[name]!r}"
+            )
 
 
 def _check_target(est: Any) -> None:
@@ -408,19 +492,20 @@ def _check_network(est: Any, tensors: dict[str, torch.Tensor]) -> None:
     Cheap bounds first (each repeated block adds tensors; the meta build's size against what
     the file holds), then every state-dict name, dtype and shape against the meta build.
     """
+    arch = est._fitted_architecture()
     for name in _REPEATS:
-        value = getattr(est, name, 0)
+        value = arch.get(name, 0)
         if _is_int(value) and value > len(tensors):
             _bad(
-                f"the parameters imply a network of at least {value} blocks ({name}={value}), "
-                f"but the file holds only {len(tensors)} tensors"
+                f"the architecture implies a network of at least {value} blocks "
+                f"({name}={value}), but the file holds only {len(tensors)} tensors"
             )
     expected = _meta_network(est).state_dict(keep_vars=True)
     held = _distinct_values(tensors.values())
     implied = _distinct_values(expected.values())
     if implied > 2 * held + NETWORK_SLACK:
         _bad(
-            f"the parameters imply a network of about {implied} values, but the file holds "
+            f"the architecture implies a network of about {implied} values, but the file holds "
             f"only {held}"
         )
     missing = sorted(set(expected) - set(tensors))
@@ -431,7 +516,7 @@ def _check_network(est: Any, tensors: dict[str, torch.Tensor]) -> None:
         got = tensors[name]
         if got.dtype != want.dtype or got.shape != want.shape:
             _bad(
-                f"tensor {name!r} is {got.dtype} {list(got.shape)}, but the parameters imply "
+                f"tensor {name!r} is {got.dtype} {list(got.shape)}, but the architecture implies "
                 f"{want.dtype} {list(want.shape)}"
             )
 
@@ -469,6 +554,8 @@ def _estimator(payload: ModelPayload, spec: EstimatorSpec, device: torch.device 
                 f"tensor {name!r} is tied to another tensor in the network but differs in the file"
             )
     network.eval()
+    if "architecture_" not in vars(est):  # a file from before it: built from the parameters
+        est.architecture_ = est._architecture()
     est.network_ = network.to(runtime)
     est.device_ = runtime
     return est

@@ -377,20 +377,47 @@ class TabNetSupervised(TabNetBase):
         numeric embedding gives numeric ones, for this target."""
         return False
 
+    _architecture_names: tuple[str, ...] = (
+        *TabNetBase._architecture_names,
+        "numeric_embedding",
+        "numeric_embedding_dim",
+        "n_members",
+    )
+
+    def _architecture(self) -> dict[str, Any]:
+        """The base's arguments plus the numeric embedding and the members; a parameter left at
+        "auto" takes the fit's resolved value (``n_members_``, ``numeric_embedding_``,
+        ``first_mask_``, ``cat_emb_dim_``), so a warm start keeps what "auto" chose."""
+        resolved = dict(
+            zip(
+                ("n_members", "numeric_embedding", "first_mask", "cat_emb_dim"),
+                network_architecture(self),
+                strict=True,
+            )
+        )
+        chosen: dict[str, Any] = {}
+        for name, value in resolved.items():
+            asked = getattr(self, name, AUTO)
+            chosen[name] = value if isinstance(asked, str) and asked == AUTO else asked
+        return {
+            **super()._architecture(),
+            "first_mask": str(chosen["first_mask"]),
+            "cat_emb_dim": int(chosen["cat_emb_dim"]),
+            "numeric_embedding": chosen["numeric_embedding"],
+            # getattr: estimators pickled before this parameter existed
+            "numeric_embedding_dim": int(getattr(self, "numeric_embedding_dim", 8)),
+            "n_members": int(chosen["n_members"]),
+        }
+
     def _build_network(self, seed: int) -> TabNet:
         target = self._target()
-        n_outputs = target.n_network_outputs
-        n_members, numeric_embedding, first_mask, cat_emb_dim = network_architecture(self)
+        network_kwargs = self._network_kwargs()
         return self._seeded_network(
             seed,
             lambda: TabNet(
-                **{**self._network_kwargs(), "first_mask": first_mask, "cat_emb_dim": cat_emb_dim},
-                n_outputs=n_outputs,
+                **network_kwargs,
+                n_outputs=target.n_network_outputs,
                 output_groups=target.output_groups,
-                numeric_embedding=numeric_embedding,
-                # getattr: estimators pickled before this parameter existed
-                numeric_embedding_dim=getattr(self, "numeric_embedding_dim", 8),
-                n_members=n_members,
             ),
         )
 

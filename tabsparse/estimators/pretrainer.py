@@ -271,15 +271,23 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
         numeric, codes, target = mask_cells(data.numeric, data.codes, mask, self.network_.inputs)
         return TensorData(numeric, codes, target)
 
+    _architecture_names: tuple[str, ...] = (
+        *TabNetBase._architecture_names,
+        "n_shared_decoder",
+        "n_indep_decoder",
+    )
+
+    def _architecture(self) -> dict[str, Any]:
+        """The encoder's arguments plus the decoder's layers."""
+        return {
+            **super()._architecture(),
+            "n_shared_decoder": int(self.n_shared_decoder),
+            "n_indep_decoder": int(self.n_indep_decoder),
+        }
+
     def _build_network(self, seed: int) -> PretrainingNetwork:
-        return self._seeded_network(
-            seed,
-            lambda: PretrainingNetwork(
-                **self._network_kwargs(),
-                n_shared_decoder=self.n_shared_decoder,
-                n_indep_decoder=self.n_indep_decoder,
-            ),
-        )
+        network_kwargs = self._network_kwargs()
+        return self._seeded_network(seed, lambda: PretrainingNetwork(**network_kwargs))
 
     def _n_outputs(self) -> int:
         """Width of the reconstruction: one value per numeric column, one logit per category."""

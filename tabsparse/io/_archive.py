@@ -10,6 +10,7 @@ format of coreutils' ``sha256sum`` that covers every other member.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -61,6 +62,13 @@ def atomic_write(path: str, members: list[tuple[str, bytes]]) -> None:
     """
     folder = os.path.dirname(os.path.abspath(path))
     base = os.path.basename(path)
+    if not os.path.isdir(folder):  # as open() would: the folder is never created
+        missing = not os.path.exists(folder)
+        raise (FileNotFoundError if missing else NotADirectoryError)(
+            errno.ENOENT if missing else errno.ENOTDIR,
+            f"cannot save to {path!r}: the folder {folder!r} "
+            + ("does not exist (create it first)" if missing else "is not a folder"),
+        )
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     for _ in range(100):
         tmp = os.path.join(folder, f".{base}.{secrets.token_hex(8)}.tmp")
@@ -68,6 +76,10 @@ def atomic_write(path: str, members: list[tuple[str, bytes]]) -> None:
             fd = os.open(tmp, flags, 0o666)
         except FileExistsError:
             continue
+        except OSError as exc:  # name the destination and its folder, not the temporary file
+            raise type(exc)(
+                exc.errno, f"cannot save to {path!r}: {exc.strerror} in the folder {folder!r}"
+            ) from None
         break
     else:  # pragma: no cover - 100 collisions of 64 random bits
         raise FileExistsError(f"could not create a temporary file in {folder!r}")

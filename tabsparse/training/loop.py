@@ -99,6 +99,21 @@ class TrainConfig:
 STATISTICS_ROWS = 4096
 
 
+def _meta_changes(old: Any, new: Any) -> list[str]:
+    """``"name: old -> new"`` for each entry of two checkpoint metas that differs (values are
+    shown as stored: the estimators store their parameters' reprs)."""
+    if old == new:
+        return []
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return [f"settings {old!r} -> {new!r}"]
+    out = []
+    for name in [*old, *(k for k in new if k not in old)]:
+        before, after = old.get(name, "(absent)"), new.get(name, "(absent)")
+        if before != after:
+            out.append(f"{name}: {before} -> {after}")
+    return out
+
+
 class TrainingError(FloatingPointError):
     """Training produced a non-finite loss; the network keeps the best weights seen before."""
 
@@ -294,9 +309,10 @@ class Trainer:
         self._data_fingerprint = data_fingerprint(train, val) if check_data else None
         for cb in self.fit_callbacks:
             cb.on_setup(self)
+        self.end_epoch = self._run_start + cfg.max_epochs
         if resume is not None:
             self._load_state(resume)
-        self.end_epoch = self._run_start + cfg.max_epochs
+        self.epoch = len(self.history) - 1  # the last finished epoch (-1: none yet)
         model: nn.Module = self.network
         if self.dist is not None:
             model = nn.parallel.DistributedDataParallel(
@@ -439,18 +455,24 @@ class Trainer:
             "history": [dict(r) for r in self.history],
             "run_start": self._run_start,
             "best_iteration": self.best_iteration,
+            "stopped": bool(self.stop),
         }
         for cb in self.fit_callbacks:
             state.update(cb.state_dict())
         return state
 
     def _load_state(self, state: dict[str, Any]) -> None:
+        """Continue the fit that wrote ``state``: refused (ValueError) when its settings
+        (``checkpoint_meta``) or data differ, or when it already ran more epochs than this fit's
+        ``max_epochs``. A fit that had finished (all its epochs, or stopped early) runs no
+        further epoch, except up to a larger ``max_epochs`` when it was not stopped early."""
         if state.get("format") != CHECKPOINT_FORMAT:
             raise ValueError("not a tabsparse training checkpoint")
-        if state.get("meta") != self.config.checkpoint_meta:
+        changed = _meta_changes(state.get("meta"), self.config.checkpoint_meta)
+        if changed:
             raise ValueError(
-                "the checkpoint was written by a different fit (other parameters or data): "
-                f"checkpoint {state.get('meta')}, this fit {self.config.checkpoint_meta}"
+                "the checkpoint was written by a different fit (checkpoint -> this fit: "
+                f"{'; '.join(changed)}); resume with the settings of that fit or start a new one"
             )
         saved = state.get("data")
         if saved is not None and self._data_fingerprint not in (None, saved):
@@ -458,11 +480,21 @@ class Trainer:
                 "the checkpoint was written by a fit on other data (the training or validation "
                 "rows differ in content); resume with the data of that fit or start a new one"
             )
+        run_start = int(state["run_start"])
+        done = len(state["history"]) - run_start
+        if done > self.config.max_epochs:
+            raise ValueError(
+                f"the checkpoint holds {done} epochs of its fit, more than "
+                f"max_epochs={self.config.max_epochs}: resume with max_epochs >= {done}"
+            )
         self.network.load_state_dict(state["network"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.generator.set_state(state["generator"])
         self.history[:] = [dict(r) for r in state["history"]]
-        self._run_start = int(state["run_start"])
+        self._run_start = run_start
+        self.end_epoch = run_start + self.config.max_epochs
+        if state.get("stopped", False):  # stopped early: the fit is over, whatever max_epochs
+            self.end_epoch = len(self.history)
         self.best_iteration = state["best_iteration"]
         for cb in self.fit_callbacks:
             cb.load_state_dict(state)
