@@ -4,9 +4,10 @@
 what of an estimator goes into a file and how a file becomes an estimator again: the
 allow-list of classes (:data:`ESTIMATORS`, extended with :func:`register_estimator`), the
 parameters and fitted attributes (as typed JSON values), the table encoder, the network
-tensors, and every check of them on the way back. The network a file's settings describe is
-built on the meta device (no memory) and compared, tensor by tensor, with the file before the
-real network is built. :func:`save` and :func:`load` are ``tabsparse.save`` / ``tabsparse.load``.
+tensors, and every check of them on the way back. The network a file's fitted architecture
+(``architecture_``; the parameters for files written before it) describes is built on the meta
+device (no memory) and compared, tensor by tensor, with the file before the real network is
+built from it. :func:`save` and :func:`load` are ``tabsparse.save`` / ``tabsparse.load``.
 """
 
 from __future__ import annotations
@@ -155,7 +156,8 @@ class EstimatorSpec:
         Fitted attributes of this class beyond the common ones (``n_features_in_``,
         ``feature_names_in_``, ``feature_importances_``, ``feature_importances_std_``,
         ``history_``, ``n_iter_``, ``best_iteration_``, ``compiled_``, ``n_members_``,
-        ``numeric_embedding_``, ``first_mask_``, ``cat_emb_dim_``), saved with their types
+        ``numeric_embedding_``, ``first_mask_``, ``cat_emb_dim_``, ``architecture_``), saved
+        with their types
         and restored after checks.
     check : callable
         ``check(estimator)`` validates those attributes once they are set on a fresh estimator

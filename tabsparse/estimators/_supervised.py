@@ -195,9 +195,12 @@ class TabNetSupervised(TabNetBase):
             Validation data for early stopping (instead of a split of ``X``).
         resume_from : path, optional
             A training checkpoint (file or ``checkpoint_dir`` folder) written by an earlier fit
-            of an estimator with the same parameters on the same data: training continues
-            where it stopped and, on CPU with the same ``random_state``, ends with the same
-            model as an uninterrupted fit.
+            of an estimator with the same parameters on the same data (``max_epochs`` may be
+            larger): training continues where it stopped and, on CPU with the same
+            ``random_state``, ends with the same model as an uninterrupted fit; a finished fit
+            resumes to the finished model. A larger ``max_epochs`` continues up to it, equal
+            to the longer fit where the schedule does not span ``max_epochs`` (see "What a
+            model file, a resume and a warm start promise" in ``docs/model_files.md``).
 
         Returns
         -------

@@ -202,7 +202,8 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         0 is silent; 1 shows a progress bar over epochs (stderr) with the running loss and
         validation score; 2 also logs one line per epoch through the ``tabsparse`` logger.
     warm_start : bool, default=False
-        Continue training the fitted network for ``max_epochs`` more epochs.
+        Continue training the fitted network for ``max_epochs`` more epochs (a fresh optimiser
+        and schedule); parameters that would build another network are refused.
     callbacks : list of :class:`tabsparse.training.Callback`, optional
     checkpoint_dir : path, optional
         Write a training checkpoint (``checkpoint.pt``: weights, optimiser, schedule, RNG,
@@ -267,6 +268,9 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         The first mask of the network (``first_mask``, "auto" resolved).
     cat_emb_dim_ : int
         The embedding width of the categorical columns (``cat_emb_dim``, "auto" resolved).
+    architecture_ : dict
+        The arguments the network was built with ("auto" resolved); a later ``set_params``
+        changes neither the network nor what ``tabsparse.save`` writes of it.
     device_ : torch.device
     compiled_ : bool
         Whether the fit's last epochs ran the compiled training step (see ``compile``).

@@ -213,7 +213,8 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
             Validation rows for early stopping (instead of a split of ``X``).
         resume_from : path, optional
             A checkpoint written with ``checkpoint_dir`` by an earlier fit with the same
-            parameters on the same data.
+            parameters (``max_epochs`` may be larger) on the same data; as for
+            :meth:`tabsparse.TabNetClassifier.fit`.
 
         Returns
         -------
