@@ -300,3 +300,12 @@ def test_constant_outputs_of_a_multi_output_target_are_predicted_exactly() -> No
     assert np.unique(pred[:, 1]).size > 1  # the varying output is modelled
     assert model.target_scale_[0] == 0.0 and model.target_scale_[1] > 0
     assert np.isfinite(model.history_[-1]["val_loss"])
+
+
+def test_values_that_are_no_datetimes_where_datetimes_were_fitted_are_refused_by_name() -> None:
+    aware, _, _ = _aware_and_naive()
+    with pytest.raises(
+        ValueError,
+        match=re.escape("Column 'when' held datetimes at fit, but its values here could not be"),
+    ):
+        aware.transform(pd.DataFrame({"when": ["not a date", None]}))

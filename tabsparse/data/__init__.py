@@ -73,6 +73,9 @@ Categorical values
   ints, so ``1.0`` and ``1`` are the same category) and ``str``. NaN, None,
   ``pd.NA`` and ``NaT`` are missing and never enter a vocabulary; ``inf``
   raises ``ValueError``. Values of any other type raise ``TypeError`` at fit.
+  Ints are compared exactly (``2**60`` and ``2**60 + 1`` are two categories,
+  also next to floats and bools); ints beyond the int64 range are stored as
+  the nearest float, so two of them that round to one float are one category.
 * Within one column values of different kinds are different categories:
   ``"1"``, ``1`` and ``True`` are three categories when all three occur in
   the fitted data. Mixed object columns are allowed.

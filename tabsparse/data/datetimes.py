@@ -77,13 +77,21 @@ def part_name(column: str, part: str) -> str:
     return f"{column}__{part}"
 
 
-def datetime_index(values: pd.Series | np.ndarray, name: str) -> pd.DatetimeIndex:
-    """The column as a :class:`pandas.DatetimeIndex` (``NaT`` where missing)."""
+def datetime_index(
+    values: pd.Series | np.ndarray, name: str, *, fitted: bool = False
+) -> pd.DatetimeIndex:
+    """The column as a :class:`pandas.DatetimeIndex` (``NaT`` where missing); ``fitted``: the
+    column was a datetime column at fit and is read for a transform (the message says so)."""
     try:
         if isinstance(values, pd.Series) or values.dtype.kind == "M":
             return pd.DatetimeIndex(values)
         return pd.DatetimeIndex(pd.to_datetime(values))
     except (TypeError, ValueError, OverflowError) as exc:
+        if fitted:
+            raise ValueError(
+                f"Column {name!r} held datetimes at fit, but its values here could not be read "
+                f"as datetimes ({exc}); pass datetimes in one time zone, or missing values."
+            ) from exc
         raise ValueError(
             f"Column {name!r} holds datetimes that could not be read as one datetime column "
             f"({exc}); values in several time zones need converting to one zone first."
@@ -144,5 +152,5 @@ def expand_column(values: Any, name: str, parts: list[str], zone: str | None) ->
             f"Column {name!r} held datetimes at fit but holds numbers (dtype {values.dtype}) here; "
             "pass the datetimes (e.g. pandas.to_datetime of the column) or missing values."
         )
-    index = in_zone(datetime_index(values, name), zone, name)
+    index = in_zone(datetime_index(values, name, fitted=True), zone, name)
     return [Column(part_name(name, part), "float", part_values(index, part)) for part in parts]

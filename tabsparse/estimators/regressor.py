@@ -64,7 +64,8 @@ class TabNetRegressor(RegressorMixin, TabNetSupervised):
     n_outputs_ : int
     target_mean_, target_scale_ : ndarray of shape (n_outputs,)
         The scaling applied to ``y``: standardisation, or for a log link a mean of 0 and the
-        mean of ``y`` as the scale.
+        mean of ``y`` as the scale. An output constant in ``y`` has its value as the mean and
+        a scale of 0, and is predicted as that value exactly.
 
     The other fitted attributes (``n_features_in_``, ``feature_names_in_``,
     ``feature_importances_``, ``feature_importances_std_``, ``history_``, ``n_iter_``,
