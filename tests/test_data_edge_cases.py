@@ -309,3 +309,15 @@ def test_values_that_are_no_datetimes_where_datetimes_were_fitted_are_refused_by
         match=re.escape("Column 'when' held datetimes at fit, but its values here could not be"),
     ):
         aware.transform(pd.DataFrame({"when": ["not a date", None]}))
+
+
+def test_the_smallest_int64_is_a_category_like_any_other() -> None:
+    # -2**63 lies in the int64 range: an int category, the same as the float -2.0**63
+    low = -(2**63)
+    X = pd.DataFrame({"c": pd.Series([False, low, 0, float(low), "a"] * 5, dtype=object)})
+    enc = TableEncoder().fit(X)
+    assert enc.categories == [[False, low, 0, "a"]]
+    np.testing.assert_array_equal(enc.transform(X).codes[:5, 0], [2, 3, 4, 3, 5])
+    ints = pd.DataFrame({"c": np.array([low, 0], dtype=np.int64)})
+    again = TableEncoder.from_dict(enc.to_dict())
+    np.testing.assert_array_equal(again.transform(ints).codes[:, 0], [3, 4])

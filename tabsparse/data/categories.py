@@ -22,7 +22,12 @@ from tabsparse.data.encoded import CODE_MISSING, CODE_OFFSET, CODE_UNSEEN
 Category: TypeAlias = bool | int | float | str
 """A vocabulary entry: a JSON-able Python scalar."""
 
-INT64_LIMIT = 2.0**63  # integral floats below this are stored as ints
+INT64_LIMIT = 2.0**63  # integral floats in [-INT64_LIMIT, INT64_LIMIT) are stored as ints
+
+
+def in_int64(v: float) -> bool:
+    """Whether a number lies in the int64 range ``[-2**63, 2**63)``."""
+    return bool(-INT64_LIMIT <= v < INT64_LIMIT)
 
 
 # Kind ranks, used as the first element of the vocabulary sort key.
@@ -36,7 +41,7 @@ _Group = tuple[str, np.ndarray, np.ndarray]  # (kind, row positions, typed value
 
 
 def _canonical_float(v: float) -> int | float:
-    return int(v) if v.is_integer() and abs(v) < INT64_LIMIT else float(v)
+    return int(v) if v.is_integer() and in_int64(v) else float(v)
 
 
 def value_key(v: Category) -> tuple[int, Category]:
@@ -190,7 +195,7 @@ class CodeLookup:
         ints: dict[int, int] = {}
         floats: dict[float, int] = {}
         for v, c in nums:
-            if isinstance(v, int) and abs(v) < INT64_LIMIT:
+            if isinstance(v, int) and in_int64(v):
                 ints.setdefault(int(v), c)
             else:
                 floats.setdefault(float(v), c)
@@ -235,7 +240,7 @@ class CodeLookup:
                 return self._index(self.int_index, self.int_codes, values.astype(np.int64))
             v = values.astype(np.float64)
             with np.errstate(invalid="ignore"):
-                integral = np.isfinite(v) & (np.floor(v) == v) & (np.abs(v) < INT64_LIMIT)
+                integral = _integral_int64(v)
             codes = self._index(
                 self.int_index, self.int_codes, np.where(integral, v, 0.0).astype(np.int64)
             )
@@ -321,6 +326,11 @@ class CodeLookup:
         return codes
 
 
+def _integral_int64(v: np.ndarray) -> np.ndarray:
+    """Mask of the float64 values that are integral and in the int64 range (stored as ints)."""
+    return np.isfinite(v) & (np.floor(v) == v) & (v >= -INT64_LIMIT) & (v < INT64_LIMIT)
+
+
 def _as_index(values: np.ndarray) -> pd.Index:
     """Wrap an array as an Index without copying it or inferring another dtype."""
     return pd.Index(values, dtype=values.dtype, copy=False)
@@ -332,7 +342,7 @@ def _number_text(values: np.ndarray) -> np.ndarray:
         return values.astype(str).astype(object)
     v = values.astype(np.float64)
     with np.errstate(invalid="ignore"):
-        integral = np.isfinite(v) & (np.floor(v) == v) & (np.abs(v) < INT64_LIMIT)
+        integral = _integral_int64(v)
     text = v.astype(str).astype(object)
     if integral.any():
         text[integral] = v[integral].astype(np.int64).astype(str).astype(object)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from tabsparse.data.categories import INT64_LIMIT, TYPE_NAMES, Category, type_name, value_key
+from tabsparse.data.categories import TYPE_NAMES, Category, in_int64, type_name, value_key
 from tabsparse.data.datetimes import DATETIME_PARTS, part_name
 from tabsparse.data.encoded import CODE_MISSING, CODE_OFFSET, CODE_UNSEEN
 
@@ -139,7 +139,7 @@ def _check_category(v: object, type_name: object, where: str) -> Category:
             type_name == "float"
             and isinstance(v, float)
             and math.isfinite(v)
-            and not (v.is_integer() and abs(v) < INT64_LIMIT)
+            and not (v.is_integer() and in_int64(v))
         )
         or (type_name == "str" and isinstance(v, str))
     )
