@@ -44,6 +44,7 @@ __all__ = [
     "Z_NEGLIGIBLE",
     "global_importances",
     "negligible",
+    "sum_to_columns",
 ]
 
 Z_NEGLIGIBLE = 2.0  # an importance within this many standard errors of zero is negligible
@@ -132,6 +133,22 @@ def negligible(
             raise ValueError(f"selection_rate {rate.shape} must have the shape {mean.shape}")
         out |= rate < min_rate
     return out
+
+
+def sum_to_columns(values: np.ndarray, positions: np.ndarray, n_columns: int) -> np.ndarray:
+    """``values`` (last axis: features) summed over the features of each input column:
+    ``out[..., c] = sum(values[..., j] for j where positions[j] == c)``, in ``values``' dtype.
+
+    How per-feature importances and masks become one entry per input column (an expanded
+    datetime column's parts summed back to it); rows summing to one still do."""
+    positions = np.asarray(positions, dtype=np.int64)
+    if values.shape[-1] != len(positions):
+        raise ValueError(f"values have {values.shape[-1]} features, positions {len(positions)}")
+    if np.array_equal(positions, np.arange(n_columns)):
+        return values
+    onehot = np.zeros((len(positions), n_columns), dtype=values.dtype)
+    onehot[np.arange(len(positions)), positions] = 1
+    return values @ onehot
 
 
 def _as_rows(per_row: np.ndarray) -> np.ndarray:

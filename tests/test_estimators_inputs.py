@@ -205,10 +205,24 @@ def test_datetime_features_expand_through_the_estimator() -> None:
     parts = [f"when__{part}" for part in model.encoder_.datetime_parts["when"]]
     assert "when__month" in parts
     assert model.encoder_.feature_names == ["a", *parts]
+    # one entry per input column: the parts summed back to their column
     explanation = model.explain(X[:4])
-    assert explanation.feature_names == ["a", *parts]
-    assert explanation.importances.shape == (4, 1 + len(parts))
-    assert model.feature_importances_.shape == (1 + len(parts),)
+    assert explanation.feature_names == ["a", "when"]
+    assert explanation.importances.shape == (4, 2)
+    assert explanation.masks.shape == (model.n_steps, 4, 2)
+    by_part = model.explain(X[:4], datetime_parts=True)
+    assert by_part.feature_names == ["a", *parts]
+    np.testing.assert_allclose(
+        explanation.importances,
+        np.c_[by_part.importances[:, 0], by_part.importances[:, 1:].sum(axis=1)],
+        rtol=1e-6,
+    )
+    np.testing.assert_allclose(explanation.importances.sum(axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(explanation.masks.sum(axis=2), 1.0, rtol=1e-5)
+    importances = pd.Series(model.feature_importances_, index=model.feature_names_in_)
+    assert list(importances.index) == ["a", "when"]
+    assert importances.sum() == pytest.approx(1.0, rel=1e-5)
+    assert model.feature_importances_std_.shape == (2,)
     # matched by name in any order, like any DataFrame
     np.testing.assert_array_equal(model.predict_proba(X[["when", "a"]]), model.predict_proba(X))
 
@@ -220,7 +234,7 @@ def test_grouped_features_may_name_an_expanded_datetime_column() -> None:
         **TINY, datetime_features="expand", grouped_features=[["when"], ["a", "b"]]
     ).fit(X, y)
     names = model.encoder_.feature_names
-    masks = model.explain(X[:20]).masks
+    masks = model.explain(X[:20], datetime_parts=True).masks
     parts = [names.index(n) for n in names if n.startswith("when__")]
     assert len(parts) >= 3
     # a group is selected together: its columns share the group's mask weight equally

@@ -174,6 +174,18 @@ default="from_dtype"
         """Whether :meth:`fit` or :meth:`partial_fit` has been called."""
         return "kinds" in self.__dict__
 
+    @property
+    def input_positions(self) -> np.ndarray:
+        """int64 ``(n_features,)``: the position in ``input_names`` of each feature's input
+        column (the parts of an expanded datetime column share their column's position)."""
+        self._check_fitted()
+        out = [
+            i
+            for i, name in enumerate(self.input_names)
+            for _ in self.datetime_parts.get(name, [name])
+        ]
+        return np.asarray(out, dtype=np.int64)
+
     def _check_fitted(self) -> None:
         if not self.is_fitted:
             raise EncoderNotFittedError(

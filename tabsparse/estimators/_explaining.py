@@ -19,7 +19,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from tabsparse.explain import Effects, Explanation, Selection
-from tabsparse.importance import MATERIAL_SHARE, global_importances
+from tabsparse.importance import MATERIAL_SHARE, global_importances, sum_to_columns
 from tabsparse.nn.network import TabNet
 from tabsparse.training import TensorData, predict_outputs
 from tabsparse.training.effects import ColumnPlace, column_effects
@@ -61,7 +61,7 @@ class Explaining:
         n = len(data)
         idx = np.sort(rng.choice(n, size=min(n, IMPORTANCE_SAMPLE), replace=False))
         sample = data.take(torch.from_numpy(idx).to(data.device))
-        per_row = self._explain_tensors(sample, members=True)[0]
+        per_row = self._to_columns(self._explain_tensors(sample, members=True)[0])
         mean, std = global_importances(per_row)
         return mean.astype(per_row.dtype), std.astype(per_row.dtype)
 
@@ -79,14 +79,26 @@ class Explaining:
             masks = net.column_masks(out.masks)
         return importances.cpu().numpy(), masks.cpu().numpy()
 
-    def explain(self, X: Any) -> Explanation:
+    def explain(self, X: Any, *, datetime_parts: bool = False) -> Explanation:
         """Which columns each decision step selected for each row of ``X``.
+
+        Parameters
+        ----------
+        X : table of shape (n_samples, n_features)
+            The rows to explain.
+        datetime_parts : bool
+            With ``datetime_features="expand"``: one entry per part of an expanded datetime
+            column (``"<name>__<part>"``, the network's features ``encoder_.feature_names``)
+            instead of one per input column (the parts summed back to their column, the
+            default). Without expanded columns both are the same.
 
         Returns
         -------
         Explanation
-            ``importances`` (n_samples, n_features), rows summing to one; ``masks``
-            (n_steps, n_samples, n_features); ``feature_names``.
+            ``importances`` (n_samples, n_columns), rows summing to one; ``masks``
+            (n_steps, n_samples, n_columns); ``feature_names``: the input columns
+            (``feature_names_in_``, or ``x0, x1, ...``), or with ``datetime_parts`` the
+            network's features.
         """
         check_is_fitted(self)
         parts = [
@@ -98,7 +110,19 @@ class Explaining:
         else:
             importances = np.concatenate([p[0] for p in parts])
             masks = np.concatenate([p[1] for p in parts], axis=1)
-        return Explanation(importances, masks, list(self.encoder_.feature_names))
+        if datetime_parts:
+            return Explanation(importances, masks, list(self.encoder_.feature_names))
+        return Explanation(
+            self._to_columns(importances),
+            self._to_columns(masks),
+            list(self.encoder_.input_names),
+        )
+
+    def _to_columns(self, per_feature: np.ndarray) -> np.ndarray:
+        """Per-feature values (last axis: ``encoder_.feature_names``) summed to one per input
+        column (:func:`tabsparse.importance.sum_to_columns`)."""
+        enc = self.encoder_
+        return sum_to_columns(per_feature, enc.input_positions, len(enc.input_names))
 
     def explain_effects(
         self,

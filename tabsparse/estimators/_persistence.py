@@ -242,20 +242,21 @@ def _check_common(est: Any) -> None:
             or names.tolist() != list(enc.input_names)
         ):
             raise ValueError("feature_names_in_ must be the encoder's names as an object array")
+    n_columns = len(enc.input_names)  # one importance per input column
     imp = est.feature_importances_
-    if not isinstance(imp, np.ndarray) or imp.dtype.kind != "f" or imp.shape != (enc.n_features,):
-        raise ValueError(f"feature_importances_ must be a float array of shape ({enc.n_features},)")
+    if not isinstance(imp, np.ndarray) or imp.dtype.kind != "f" or imp.shape != (n_columns,):
+        raise ValueError(f"feature_importances_ must be a float array of shape ({n_columns},)")
     std = getattr(est, "feature_importances_std_", None)
     if std is not None and (
         not isinstance(std, np.ndarray)
         or std.dtype.kind != "f"
-        or std.shape != (enc.n_features,)
+        or std.shape != (n_columns,)
         or not np.all(np.isfinite(std))
         or bool((std < 0).any())
     ):
         raise ValueError(
             "feature_importances_std_ must be a finite float array >= 0 of shape "
-            f"({enc.n_features},)"
+            f"({n_columns},)"
         )
     history = est.history_
     if not isinstance(history, list) or not all(
