@@ -130,6 +130,21 @@ class Explanation(_RowImportances):
         The attention mask of each decision step (each row of each step sums to one).
     feature_names : list of str
         The column names, in the order of the last axis.
+    attributions : ndarray of shape (n_samples, n_features) or (n_samples, n_features, n_outputs)
+        With ``explain(X, attributions=True)``: each column's Shapley value in each row
+        (interventional, in the units of the model's raw output: log-odds, centred logits or
+        predictions); one output drops the last axis. None otherwise.
+    base_values : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+        The mean raw output over the background rows (the same in every row):
+        ``base_values + attributions.sum(axis=1)`` is each row's raw output.
+    attributions_std : ndarray, the shape of ``attributions``
+        The standard error of each attribution: zero where exact, NaN where one antithetic
+        pair gives no spread.
+    output_names : list of str
+        A name per raw output (the class of a binary classifier's log-odds, each class of a
+        multi-class one, ...).
+    data : ndarray of shape (n_samples, n_features) or None
+        The explained rows as given (for plots: shap colours a beeswarm by them).
 
     Notes
     -----
@@ -143,12 +158,41 @@ class Explanation(_RowImportances):
     importances: np.ndarray
     masks: np.ndarray
     feature_names: list[str]
+    attributions: np.ndarray | None = None
+    base_values: np.ndarray | None = None
+    attributions_std: np.ndarray | None = None
+    output_names: list[str] | None = None
+    data: np.ndarray | None = None
 
     @property
     def selected(self) -> np.ndarray:
         """Boolean ``(n_samples, n_features)``: whether each row's importance of each feature is
         above zero."""
         return np.asarray(self.importances) > 0
+
+    def to_shap(self):  # type: ignore[no-untyped-def]
+        """The attributions as a ``shap.Explanation`` (needs the ``shap`` package: ``pip install
+        tabsparse[shap]``), so that shap's plots work on them: ``shap.plots.waterfall(e[0])``,
+        ``shap.plots.beeswarm(e)``, ``shap.plots.bar(e)`` (for several outputs, one output at a
+        time: ``e[:, :, k]``)."""
+        if self.attributions is None:
+            raise ValueError(
+                "this explanation has no attributions: call explain(X, attributions=True)"
+            )
+        try:
+            import shap
+        except ImportError as exc:
+            raise ImportError(
+                "to_shap needs the shap package: pip install 'tabsparse[shap]'"
+            ) from exc
+        multi = self.attributions.ndim == 3
+        return shap.Explanation(
+            values=self.attributions,
+            base_values=self.base_values,
+            data=self.data,
+            feature_names=list(self.feature_names),
+            output_names=list(self.output_names or []) if multi else None,
+        )
 
 
 @dataclass(frozen=True)

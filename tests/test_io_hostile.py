@@ -196,6 +196,14 @@ CASES: dict[str, tuple[Any, str]] = {
         lambda m: edit_doc(m, set_path(["attributes", "architecture_", "n_members"], 2)),
         "n_members_=4 disagrees with architecture_['n_members']=2",
     ),
+    "background not rows": (
+        lambda m: edit_doc(m, set_path(["attributes", "background_"], "rows")),
+        "background_ must be a dict of 'numeric' and 'codes' arrays",
+    ),
+    "background without codes": (
+        lambda m: edit_doc(m, lambda d: d["attributes"]["background_"].pop("codes")),
+        "background_ must be a dict of 'numeric' and 'codes' arrays",
+    ),
     "bad param": (lambda m: edit_doc(m, set_path(["params", "n_d"], -3)), "invalid parameters"),
     "unknown param": (lambda m: edit_doc(m, set_path(["params", "evil"], 1)), "unknown parameter"),
     "bad encoder": (

@@ -316,6 +316,7 @@ class TabNetBase(Explaining, BaseEstimator):
         self.feature_importances_, self.feature_importances_std_ = self._importances_on_sample(
             sample, rng
         )
+        self._keep_background(sample, rng)
 
     def _checkpoint_meta(self, n_train: int, seed: int) -> dict[str, Any]:
         # settings that do not change what is fitted (compile: only the rounding), and

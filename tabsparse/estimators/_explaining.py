@@ -31,10 +31,21 @@ from tabsparse.training.selection import (
     residual_change,
     selection_probabilities,
 )
+from tabsparse.training.shapley import exact_shapley, sampled_shapley
 
 __all__ = ["IMPORTANCE_SAMPLE", "ColumnSelector", "Explaining"]
 
 IMPORTANCE_SAMPLE = 8192  # rows used for feature_importances_ (bounded: never a pass over all rows)
+#: Training rows a fitted model keeps as the default background of its attributions.
+BACKGROUND_ROWS = 64
+#: The most rows a background passed to ``explain`` may have.
+MAX_BACKGROUND = 4096
+#: Forward passes per row up to which ``n_permutations="auto"`` computes exact Shapley values,
+#: and beyond which ``"exact"`` is refused: ``2**p * n_background``.
+EXACT_EVALUATIONS = 2048
+#: Random orders per row of ``n_permutations="auto"`` when exact values cost more.
+DEFAULT_PERMUTATIONS = 64
+EXACT_LIMIT = 2**24  # forward passes per row beyond which "exact" is refused
 
 
 class Explaining:
@@ -79,18 +90,56 @@ class Explaining:
             masks = net.column_masks(out.masks)
         return importances.cpu().numpy(), masks.cpu().numpy()
 
-    def explain(self, X: Any, *, datetime_parts: bool = False) -> Explanation:
-        """Which columns each decision step selected for each row of ``X``.
+    def explain(
+        self,
+        X: Any,
+        *,
+        attributions: bool = False,
+        background: Any = None,
+        n_permutations: int | str = "auto",
+        random_state: Any = 0,
+        datetime_parts: bool = False,
+    ) -> Explanation:
+        """Explain the predictions for the rows of ``X``: what each decision step read and,
+        with ``attributions=True``, how much and which way each column moved each prediction.
 
         Parameters
         ----------
         X : table of shape (n_samples, n_features)
             The rows to explain.
+        attributions : bool
+            Also compute Shapley values of the interventional game over the input columns
+            (``Explanation.attributions``, ``base_values``, ``attributions_std``): signed, in
+            the units of the model's raw output (a binary classifier: the log-odds of
+            ``classes_[1]``; multi-class: the logits centred over the classes, one set per
+            class; a regressor: the prediction; multi-label: each label's logit, centred within
+            the sparsemax for ``multilabel_loss="sparsemax"``; multi-task: each task's logits
+            centred), adding up per row: ``base_values + attributions.sum(axis=1)`` is the raw
+            output. They cost forward passes: exact, ``2**p * n_background`` per row for ``p``
+            columns; sampled, ``n_permutations * (p - 1)`` (:mod:`tabsparse.training.shapley`).
+            The model is read as a function of the table's columns: a column's attribution
+            is what replacing its values by a background row's changes on average, whatever
+            other columns are correlated with it.
+        background : table, optional
+            The rows whose values replace a column's (the game's reference distribution; at
+            least one row). None: ``background_``, the sample of training rows kept at fit.
+        n_permutations : "auto", "exact" or int
+            How the Shapley values are computed. ``"exact"``: by enumerating every coalition of
+            columns (refused beyond :data:`EXACT_LIMIT` forward passes per row). An even
+            int: the mean over that many random orders of the columns per row, walked in
+            antithetic pairs, each pair with its own background row; unbiased, with a standard
+            error per value (``attributions_std``), and adding up exactly. ``"auto"``: exact
+            when it costs at most :data:`EXACT_EVALUATIONS` passes per row (``2**p *
+            n_background``: up to 5 columns with the default background), else
+            :data:`DEFAULT_PERMUTATIONS` orders.
+        random_state : int, RandomState instance or None
+            Seeds the sampled orders and background rows.
         datetime_parts : bool
             With ``datetime_features="expand"``: one entry per part of an expanded datetime
             column (``"<name>__<part>"``, the network's features ``encoder_.feature_names``)
-            instead of one per input column (the parts summed back to their column, the
-            default). Without expanded columns both are the same.
+            instead of one per input column (the parts summed back to their column for
+            importances and masks, and one player together for attributions: the default).
+            Without expanded columns both are the same.
 
         Returns
         -------
@@ -98,12 +147,16 @@ class Explaining:
             ``importances`` (n_samples, n_columns), rows summing to one; ``masks``
             (n_steps, n_samples, n_columns); ``feature_names``: the input columns
             (``feature_names_in_``, or ``x0, x1, ...``), or with ``datetime_parts`` the
-            network's features.
+            network's features; with ``attributions``, also ``attributions``,
+            ``attributions_std`` (n_samples, n_columns) or, for several outputs, (n_samples,
+            n_columns, n_outputs), ``base_values`` (n_samples,) or (n_samples, n_outputs),
+            ``output_names`` and ``data`` (the rows of ``X``, for plots).
         """
         check_is_fitted(self)
+        blocks = self._encoded_blocks(X)
         parts = [
             self._explain_tensors(self._tensor_data(enc, None, None, self.device_))
-            for enc in self._encoded_blocks(X)
+            for enc in blocks
         ]
         if len(parts) == 1:  # one block: no copy of the masks
             importances, masks = parts[0]
@@ -111,12 +164,114 @@ class Explaining:
             importances = np.concatenate([p[0] for p in parts])
             masks = np.concatenate([p[1] for p in parts], axis=1)
         if datetime_parts:
-            return Explanation(importances, masks, list(self.encoder_.feature_names))
-        return Explanation(
-            self._to_columns(importances),
-            self._to_columns(masks),
-            list(self.encoder_.input_names),
+            names = list(self.encoder_.feature_names)
+        else:
+            importances, masks = self._to_columns(importances), self._to_columns(masks)
+            names = list(self.encoder_.input_names)
+        if not attributions:
+            return Explanation(importances, masks, names)
+        values, base, std = self._attributions(
+            blocks, background, n_permutations, random_state, datetime_parts
         )
+        target = self._target()  # type: ignore[attr-defined]
+        return Explanation(
+            importances,
+            masks,
+            names,
+            attributions=values,
+            base_values=base,
+            attributions_std=std,
+            output_names=target.explained_names(),
+            data=None if datetime_parts else _display_rows(X, len(importances)),
+        )
+
+    def _attributions(
+        self,
+        blocks: list[Any],
+        background: Any,
+        n_permutations: int | str,
+        random_state: Any,
+        datetime_parts: bool,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Shapley values ``(n, p[, k])``, base values ``(n[, k])`` and standard errors of the
+        encoded ``blocks``: the outputs of one column dropped when the model has one."""
+        self._check_explainable("explain(attributions=True)")
+        pool = self._background_rows(background)
+        places = self._column_places()
+        if datetime_parts:
+            players = [[place] for place in places]
+        else:
+            owner = self.encoder_.input_positions
+            players = [
+                [place for place, o in zip(places, owner, strict=True) if o == c]
+                for c in range(len(self.encoder_.input_names))
+            ]
+        exact = _exact(n_permutations, len(players), len(pool))
+        generator = _generator(random_state)
+        output = self._target().explained  # type: ignore[attr-defined]
+        results = []
+        for enc in blocks:
+            data = self._tensor_data(enc, None, None, self.device_)
+            if exact:
+                results.append(exact_shapley(self.network_, output, data, pool, players))
+            else:
+                n = DEFAULT_PERMUTATIONS if n_permutations == "auto" else int(n_permutations)
+                results.append(
+                    sampled_shapley(
+                        self.network_,
+                        output,
+                        data,
+                        pool,
+                        players,
+                        n_permutations=n,
+                        generator=generator,
+                    )
+                )
+        values = torch.cat([r.values for r in results]).numpy()
+        std = torch.cat([r.std for r in results]).numpy()
+        base = np.broadcast_to(results[0].base.numpy(), (len(values), values.shape[2])).copy()
+        if values.shape[2] == 1:  # one output: (n, p) and (n,), as LightGBM and shap give
+            return values[:, :, 0], base[:, 0], std[:, :, 0]
+        return values, base, std
+
+    def _background_rows(self, background: Any) -> TensorData:
+        """The game's background rows: ``background`` encoded, or ``background_``."""
+        if background is None:
+            kept = getattr(self, "background_", None)
+            if kept is None:
+                raise ValueError(
+                    "this model keeps no background rows (a model file written before "
+                    "attributions): pass background= with a sample of the training rows"
+                )
+            return TensorData(
+                numeric=torch.from_numpy(kept["numeric"]).to(self.device_),
+                codes=torch.from_numpy(kept["codes"]).to(self.device_),
+            )
+        blocks = self._encoded_blocks(background)
+        pool = self._tensor_data(blocks[0], None, None, self.device_)
+        pool = pool.take(slice(0, len(pool)))  # a sparse block: dense rows
+        if len(blocks) > 1 or len(pool) > MAX_BACKGROUND:
+            raise ValueError(
+                f"background has more than {MAX_BACKGROUND} rows: pass a sample of the "
+                "training rows (its size sets the cost of exact attributions and none of the "
+                "sampled ones)"
+            )
+        if len(pool) < 1:
+            raise ValueError("background has no rows: pass at least one row")
+        return pool
+
+    def _keep_background(self, data: TensorData, rng: np.random.Generator) -> None:
+        """``background_``: :data:`BACKGROUND_ROWS` rows of ``data`` drawn from ``rng``,
+        encoded (a classifier or regressor only)."""
+        if not isinstance(self.network_, TabNet):
+            return
+        n = len(data)
+        idx = np.sort(rng.choice(n, size=min(n, BACKGROUND_ROWS), replace=False))
+        rows = data.take(torch.from_numpy(idx).to(data.device))
+        self.background_ = {
+            "numeric": np.ascontiguousarray(rows.numeric.cpu().numpy(), dtype=np.float32),
+            "codes": np.ascontiguousarray(rows.codes.cpu().numpy(), dtype=np.int64),
+        }
 
     def _to_columns(self, per_feature: np.ndarray) -> np.ndarray:
         """Per-feature values (last axis: ``encoder_.feature_names``) summed to one per input
@@ -288,6 +443,49 @@ class Explaining:
             ("numeric", numeric.index(c)) if c in numeric else ("codes", categorical.index(c))
             for c in range(len(numeric) + len(categorical))
         ]
+
+
+def _exact(n_permutations: Any, p: int, n_background: int) -> bool:
+    """Whether ``n_permutations`` asks for exact values (``ValueError`` for a bad value or an
+    exact computation beyond :data:`EXACT_LIMIT` passes per row)."""
+    cost = 2**p * n_background if p < 64 else float("inf")
+    if n_permutations == "auto":
+        return cost <= EXACT_EVALUATIONS
+    if n_permutations == "exact":
+        if cost > EXACT_LIMIT:
+            raise ValueError(
+                f"exact attributions of {p} columns with {n_background} background rows cost "
+                f"2**{p} * {n_background} forward passes per row: pass n_permutations= an even "
+                "number (sampled attributions with standard errors) or fewer background rows"
+            )
+        return True
+    if (
+        isinstance(n_permutations, bool)
+        or not isinstance(n_permutations, numbers.Integral)
+        or n_permutations < 2
+        or n_permutations % 2
+    ):
+        raise ValueError(
+            f"n_permutations={n_permutations!r} must be 'auto', 'exact' or an even integer >= 2"
+        )
+    return False
+
+
+def _display_rows(X: Any, n: int) -> Any:
+    """The explained rows as an array for plots (a DataFrame's values, an object array when
+    its dtypes mix), or None where ``X`` is not a table with one row per explanation."""
+    try:
+        import pandas as pd
+
+        if isinstance(X, pd.DataFrame):
+            values = X.to_numpy()
+        elif hasattr(X, "toarray"):  # scipy sparse: not kept (it may be huge)
+            return None
+        else:
+            values = np.asarray(X)
+    except Exception:  # other table libraries: no display data
+        return None
+    return values if values.ndim == 2 and values.shape[0] == n else None
 
 
 def _check_count(name: str, value: Any) -> None:

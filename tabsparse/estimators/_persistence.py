@@ -74,13 +74,15 @@ _COMMON_ATTRIBUTES = (
     "first_mask_",
     "cat_emb_dim_",
     "architecture_",
+    "background_",
 )
 # files written before compile= existed have no compiled_; before the importance spread, no
 # feature_importances_std_ (such a model loads without it: no spread to show); before
 # n_members="auto", no n_members_ / numeric_embedding_, before first_mask="auto" no first_mask_,
 # before cat_emb_dim="auto" no cat_emb_dim_ (a pretrainer has none of these four); before the
 # fitted architecture, no architecture_: the network is then built from the parameters (which
-# such files saved as fitted) and architecture_ is set from them
+# such files saved as fitted) and architecture_ is set from them; before attributions, no
+# background_ (explain(X, attributions=True) then needs background=)
 _OPTIONAL_ATTRIBUTES = frozenset(
     {
         "feature_names_in_",
@@ -91,6 +93,7 @@ _OPTIONAL_ATTRIBUTES = frozenset(
         "first_mask_",
         "cat_emb_dim_",
         "architecture_",
+        "background_",
     }
 )
 
@@ -228,6 +231,34 @@ def register_estimator(
 # ---- checks of fitted attributes -----------------------------------------------------------------
 
 
+def _check_background(background: Any, enc: TableEncoder) -> None:
+    """``background_``: encoded rows, ``{"numeric": float32 (m, n_numeric), "codes": int64 (m,
+    n_categorical)}`` with 1 <= m, codes within the vocabularies."""
+    if not isinstance(background, dict) or set(background) != {"numeric", "codes"}:
+        raise ValueError("background_ must be a dict of 'numeric' and 'codes' arrays")
+    numeric, codes = background["numeric"], background["codes"]
+    n_num, n_cat = len(enc.numeric_columns), len(enc.categorical_columns)
+    if (
+        not isinstance(numeric, np.ndarray)
+        or numeric.dtype != np.float32
+        or numeric.ndim != 2
+        or numeric.shape[0] < 1
+        or numeric.shape[1] != n_num
+    ):
+        raise ValueError(f"background_['numeric'] must be a float32 array of shape (m, {n_num})")
+    if (
+        not isinstance(codes, np.ndarray)
+        or codes.dtype != np.int64
+        or codes.shape != (numeric.shape[0], n_cat)
+    ):
+        raise ValueError(
+            f"background_['codes'] must be an int64 array of shape ({numeric.shape[0]}, {n_cat})"
+        )
+    limits = np.asarray(enc.cardinalities, dtype=np.int64)
+    if codes.size and (bool((codes < 0).any()) or bool((codes >= limits).any())):
+        raise ValueError("background_['codes'] holds codes outside the vocabularies")
+
+
 def _check_common(est: Any) -> None:
     enc: TableEncoder = est.encoder_
     if not _is_int(est.n_features_in_) or est.n_features_in_ != len(enc.input_names):
@@ -255,9 +286,10 @@ def _check_common(est: Any) -> None:
         or bool((std < 0).any())
     ):
         raise ValueError(
-            "feature_importances_std_ must be a finite float array >= 0 of shape "
-            f"({n_columns},)"
+            f"feature_importances_std_ must be a finite float array >= 0 of shape ({n_columns},)"
         )
+    if hasattr(est, "background_"):
+        _check_background(est.background_, enc)
     history = est.history_
     if not isinstance(history, list) or not all(
         isinstance(r, dict) and all(isinstance(k, str) and _is_real(v) for k, v in r.items())

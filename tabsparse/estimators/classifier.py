@@ -271,6 +271,11 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
     architecture_ : dict
         The arguments the network was built with ("auto" resolved); a later ``set_params``
         changes neither the network nor what ``tabsparse.save`` writes of it.
+    background_ : dict
+        64 training rows (fewer for a smaller fit), encoded (``{"numeric": float32 (m,
+        n_numeric), "codes": int64 (m, n_categorical)}``): the default background of
+        ``explain(X, attributions=True)``. Saved in model files: a model file holds these rows
+        of the training data.
     device_ : torch.device
     compiled_ : bool
         Whether the fit's last epochs ran the compiled training step (see ``compile``).

@@ -47,6 +47,20 @@ class Target:
         No groups by default: every output counts as it is (regression, independent sigmoids)."""
         return []
 
+    def explained(self, logits: torch.Tensor) -> torch.Tensor:
+        """The outputs that attributions are in, ``(m, k)`` float64 (traceable torch): by
+        default the logits, centred within each of :attr:`output_groups` (a common shift of a
+        softmax's logits changes nothing, so it is not attributed)."""
+        z = logits.to(torch.float64).clone()
+        for group in self.output_groups:
+            index = torch.as_tensor(group, device=z.device)
+            z[:, index] -= z[:, index].mean(dim=1, keepdim=True)
+        return z
+
+    def explained_names(self) -> list[str]:
+        """A name for each of :meth:`explained`'s outputs."""
+        return [str(i) for i in range(self.n_network_outputs)]
+
     @classmethod
     def fit(cls, y: Any) -> tuple[Target, np.ndarray]:
         """Learn the target from a fit's ``y``; return it and the encoded ``y``."""

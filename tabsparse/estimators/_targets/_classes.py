@@ -77,6 +77,18 @@ class ClassLabels(Target):
     def output_groups(self) -> list[list[int]]:
         return [list(range(len(self.classes)))]  # one softmax
 
+    def explained(self, logits: torch.Tensor) -> torch.Tensor:
+        """Binary: the log-odds of the second class, one output (as LightGBM and XGBoost
+        explain); multi-class: the logits centred over the classes, one output per class."""
+        z = logits.to(torch.float64)
+        if len(self.classes) == 2:
+            return (z[:, 1] - z[:, 0]).unsqueeze(1)
+        return z - z.mean(dim=1, keepdim=True)
+
+    def explained_names(self) -> list[str]:
+        labels = [str(c) for c in self.classes.tolist()]
+        return labels[1:] if len(labels) == 2 else labels
+
     def loss(self) -> LossFn:
         def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
             return F.cross_entropy(logits, target, reduction="none")

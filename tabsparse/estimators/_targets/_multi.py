@@ -173,6 +173,13 @@ class SparsemaxMultiLabel(MultiLabel):
     def output_groups(self) -> list[list[int]]:
         return [list(range(self.n_outputs + 1))]  # one sparsemax over the labels
 
+    def explained(self, logits: torch.Tensor) -> torch.Tensor:
+        """The labels' logits centred within the sparsemax (the pseudo-label left out)."""
+        return super().explained(logits)[:, : self.n_outputs]
+
+    def explained_names(self) -> list[str]:
+        return [str(j) for j in range(self.n_outputs)]
+
     def loss(self) -> LossFn:
         def sparse(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
             return sparsemax_loss(logits, mo.with_empty_label(target), reduction="none")
@@ -271,6 +278,9 @@ class MultiTask(_MultiColumn):
     @property
     def n_network_outputs(self) -> int:
         return self.offsets[-1]
+
+    def explained_names(self) -> list[str]:
+        return [f"{j}={c}" for j, classes in enumerate(self.classes) for c in classes.tolist()]
 
     @property
     def output_groups(self) -> list[list[int]]:

@@ -339,6 +339,16 @@ class Regression(Target):
     def tensor(self, encoded: np.ndarray, device: torch.device) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(encoded, dtype=np.float32)).to(device)
 
+    def explained(self, logits: torch.Tensor) -> torch.Tensor:
+        """The predictions on ``y``'s scale, ``(m, n_outputs)`` (one column per quantile)."""
+        return self.serve(logits).reshape(logits.shape[0], -1)
+
+    def explained_names(self) -> list[str]:
+        qs = self.objective.quantiles
+        if qs is not None:
+            return [f"q{q:g}" for q in qs]
+        return [str(j) for j in range(self.n_outputs)]
+
     def outputs(self, logits: torch.Tensor) -> dict[str, Any]:
         return {"predict": self.unscale(logits.float().cpu().numpy())}
 
