@@ -569,6 +569,37 @@ def test_explain_selector_writes_the_probabilities_and_residual(
     assert_one_line_error(rc, err, "--plot", "cannot be combined with --selector")
 
 
+def test_explain_attributions_writes_signed_values_that_add_up(
+    capsys: pytest.CaptureFixture[str], workdir: Path, classifier_file: Path, model_io
+) -> None:  # type: ignore[no-untyped-def]
+    args, written, new = _explain_with(capsys, workdir, classifier_file, "--attributions")
+    model = model_io.load(classifier_file)
+    new = new[["a", "b", "c"]]
+    expected = model.explain(new, attributions=True)
+    assert written.columns.tolist() == ["a", "b", "c", "base_value"]
+    np.testing.assert_allclose(written[["a", "b", "c"]], expected.attributions, rtol=1e-6)
+    proba = model.predict_proba(new)
+    np.testing.assert_allclose(
+        written.sum(axis=1), np.log(proba[:, 1] / proba[:, 0]), rtol=1e-4, atol=1e-5
+    )
+    rc, _, err = run(capsys, *args, "--permutations", "8")
+    assert rc == 0, err
+    sampled = pd.read_csv(args[4])
+    np.testing.assert_allclose(
+        sampled[["a", "b", "c"]],
+        model.explain(new, attributions=True, n_permutations=8).attributions,
+        rtol=1e-6,
+    )
+    rc, _, err = run(capsys, *args, "--permutations", "3")
+    assert_one_line_error(rc, err, "--permutations 3", "even number")
+    rc, _, err = run(capsys, *args[:-1], "--permutations", "4")
+    assert_one_line_error(rc, err, "--permutations", "add --attributions")
+    rc, _, err = run(capsys, *args, "--effects")
+    assert_one_line_error(rc, err, "--effects and --attributions", "choose one")
+    rc, _, err = run(capsys, *args, "--plot", workdir / "x.png")
+    assert_one_line_error(rc, err, "--plot", "cannot be combined with --attributions")
+
+
 def test_explain_effects_writes_the_effect_shares(
     capsys: pytest.CaptureFixture[str], workdir: Path, classifier_file: Path, model_io
 ) -> None:  # type: ignore[no-untyped-def]

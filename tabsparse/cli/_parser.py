@@ -139,6 +139,21 @@ def build_parser() -> argparse.ArgumentParser:
         "row's probability that it needs each column, and its residual, instead",
     )
     explain.add_argument(
+        "--attributions",
+        action="store_true",
+        help="write each column's signed Shapley attribution to the row's raw output "
+        "(log-odds, centred logits or the prediction) and a base_value column, which add up "
+        "to it, instead of the attention importances (several outputs: columns "
+        "'<column>@<output>')",
+    )
+    explain.add_argument(
+        "--permutations",
+        type=_positive_int,
+        metavar="N",
+        help="with --attributions: sample N random column orders per row (an even number) "
+        "instead of the default (exact for a few columns, else sampled)",
+    )
+    explain.add_argument(
         "--rows",
         type=_positive_int,
         default=10,
