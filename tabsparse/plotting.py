@@ -1,4 +1,5 @@
-"""Plots of a fitted TabNet: global importances, per-step attention masks, training history.
+"""Plots of a fitted TabNet: global importances, signed attributions, per-step attention masks,
+training history.
 
 matplotlib is an optional dependency (``pip install 'tabsparse[plot]'``); it is imported only when
 a plotting function is called. Every function draws into the Axes or Figure it is given (or into
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
     from tabsparse.explain import Explanation
 
-__all__ = ["plot_history", "plot_importances", "plot_masks"]
+__all__ = ["plot_attributions", "plot_history", "plot_importances", "plot_masks"]
 
 MATPLOTLIB_MISSING = "plotting needs matplotlib: pip install 'tabsparse[plot]'"
 DEFAULT_MASK_ROWS = 10
@@ -157,6 +158,109 @@ Explanation or Effects
     ax.set_xlabel("importance" if std is None or z is None else f"importance (± {z:g} std. error)")
     shown = f"top {len(order)} of {len(importances)}" if len(order) < len(importances) else "all"
     ax.set_title(f"Feature importances ({shown} columns)")
+    return ax
+
+
+def plot_attributions(
+    explanation: Explanation,
+    row: int | None = None,
+    *,
+    output: int = 0,
+    top: int | None = 20,
+    z: float | None = Z_NEGLIGIBLE,
+    ax: Axes | None = None,
+) -> Axes:
+    """Signed attributions of ``explain(X, attributions=True)``: one row's, or the mean size
+    over all rows.
+
+    With ``row``, a horizontal bar per column (the ``top`` largest in size, largest on top):
+    to the right (red) a column that raised the row's raw output, to the left (blue) one that
+    lowered it, with error bars of ``z`` standard errors where the values were sampled; the
+    title gives the base value and the row's output, which the bars add up to (with the
+    columns not shown). Without ``row``, the mean absolute attribution of each column over the
+    explained rows (as shap's bar plot).
+
+    Parameters
+    ----------
+    explanation : Explanation
+        With attributions (``explain(X, attributions=True)``).
+    row : int, optional
+        The row to draw; None: the mean absolute attribution over the rows.
+    output : int, default=0
+        Which output, for a model with several (``explanation.output_names``).
+    top : int or None, default=20
+        Show the ``top`` largest columns; ``None`` shows all.
+    z : float or None, default=2.0
+        Half-width of a row's error bars in standard errors; ``None`` draws none.
+    ax : matplotlib Axes, optional
+        Where to draw; a new figure is made when omitted.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The bars are ``ax.patches`` from the top down; the y tick labels are the column names.
+
+    Raises
+    ------
+    ValueError
+        The explanation has no attributions, or ``row``, ``output``, ``top`` or ``z`` is out
+        of range.
+    ImportError
+        matplotlib is not installed.
+    """
+    _require_matplotlib()
+    if explanation.attributions is None or explanation.base_values is None:
+        raise ValueError("this explanation has no attributions: call explain(X, attributions=True)")
+    values = np.asarray(explanation.attributions, dtype=np.float64)
+    std = np.asarray(explanation.attributions_std, dtype=np.float64)
+    base = np.asarray(explanation.base_values, dtype=np.float64)
+    if values.ndim == 2:
+        values, std, base = values[..., None], std[..., None], base[..., None]
+    n_outputs = values.shape[2]
+    if isinstance(output, bool) or not isinstance(output, Integral) or not 0 <= output < n_outputs:
+        raise ValueError(f"output must be an integer in [0, {n_outputs}), got {output!r}")
+    if top is not None and (isinstance(top, bool) or not isinstance(top, Integral) or top < 1):
+        raise ValueError(f"top must be a positive integer or None, got {top!r}")
+    if z is not None and (isinstance(z, bool) or not isinstance(z, Real) or not z >= 0):
+        raise ValueError(f"z must be a number >= 0 or None, got {z!r}")
+    names = [str(name) for name in explanation.feature_names]
+    if row is None:
+        shown = np.abs(values[:, :, output]).mean(axis=0)
+        err = None
+    else:
+        r = _check_rows([row], len(values))[0]
+        shown, err = values[r, :, output], std[r, :, output]
+    order = np.argsort(-np.abs(shown), kind="stable")
+    if top is not None:
+        order = order[: int(top)]
+    if ax is None:
+        ax = _new_axes((6.4, max(2.0, 0.3 * len(order) + 1.0)))
+    positions = np.arange(len(order))
+    label = ""
+    if explanation.output_names and n_outputs > 1:
+        label = f" ({explanation.output_names[output]})"
+    if row is None:
+        ax.barh(positions, shown[order], color="tab:blue")
+        ax.set_xlabel(f"mean |attribution|{label}")
+        ax.set_title(f"Attributions over {len(values)} rows")
+    else:
+        assert err is not None
+        xerr = None
+        if z is not None and np.isfinite(err[order]).all() and (err[order] > 0).any():
+            xerr = float(z) * err[order]
+        ax.barh(
+            positions,
+            shown[order],
+            xerr=xerr,
+            color=np.where(shown[order] >= 0, "tab:red", "tab:blue").tolist(),
+            error_kw={"ecolor": "black", "capsize": 2, "elinewidth": 1},
+        )
+        ax.axvline(0.0, color="black", linewidth=0.8)
+        total = base[r, output] + values[r, :, output].sum()
+        ax.set_xlabel(f"attribution{label}")
+        ax.set_title(f"Row {r}: base {base[r, output]:.4g} -> output {total:.4g}")
+    ax.set_yticks(positions, [names[j] for j in order])
+    ax.set_ylim(len(order) - 0.5, -0.5)
     return ax
 
 

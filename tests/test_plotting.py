@@ -11,7 +11,7 @@ import pytest
 from sklearn.exceptions import NotFittedError
 
 from tabsparse import TabNetClassifier, TabNetRegressor
-from tabsparse.plotting import plot_history, plot_importances, plot_masks
+from tabsparse.plotting import plot_attributions, plot_history, plot_importances, plot_masks
 
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
@@ -319,3 +319,47 @@ def test_explanations_plot_their_global_importances(
         np.testing.assert_allclose(_error_bars(ax)[:, 1], (mean + 2 * std)[order], rtol=1e-6)
         assert [t.get_text() for t in ax.get_yticklabels()] == [NAMES[j] for j in order]
         plt.close("all")
+
+
+# ---- plot_attributions --------------------------------------------------------------------------
+
+
+def test_attribution_bars_of_a_row_are_signed_and_add_up(
+    validated: TabNetClassifier, data: tuple[pd.DataFrame, np.ndarray]
+) -> None:
+    X, _ = data
+    e = validated.explain(X[:5], attributions=True, n_permutations=16)
+    ax = plot_attributions(e, 2, top=4)
+    values = e.attributions[2]
+    order = np.argsort(-np.abs(values), kind="stable")[:4]
+    np.testing.assert_allclose([bar.get_width() for bar in ax.patches], values[order])
+    assert [t.get_text() for t in ax.get_yticklabels()] == [NAMES[j] for j in order]
+    colours = [tuple(bar.get_facecolor()) for bar in ax.patches]
+    red, blue = matplotlib.colors.to_rgba("tab:red"), matplotlib.colors.to_rgba("tab:blue")
+    assert colours == [red if values[j] >= 0 else blue for j in order]
+    total = e.base_values[2] + values.sum()
+    assert f"-> output {total:.4g}" in ax.get_title()
+
+
+def test_attribution_bars_over_rows_are_mean_sizes(
+    plain: TabNetRegressor, data: tuple[pd.DataFrame, np.ndarray]
+) -> None:
+    X, _ = data
+    e = plain.explain(X[:20], attributions=True, n_permutations=8)
+    ax = plot_attributions(e, top=None)
+    mean = np.abs(e.attributions).mean(axis=0)
+    order = np.argsort(-mean, kind="stable")
+    np.testing.assert_allclose([bar.get_width() for bar in ax.patches], mean[order])
+
+
+def test_attribution_plot_errors(
+    validated: TabNetClassifier, data: tuple[pd.DataFrame, np.ndarray]
+) -> None:
+    X, _ = data
+    with pytest.raises(ValueError, match=r"call explain\(X, attributions=True\)"):
+        plot_attributions(validated.explain(X[:3]))
+    e = validated.explain(X[:3], attributions=True, n_permutations=4)
+    with pytest.raises(ValueError, match="row 3 is out of range"):
+        plot_attributions(e, 3)
+    with pytest.raises(ValueError, match=r"output must be an integer in \[0, 1\), got 1"):
+        plot_attributions(e, 0, output=1)
