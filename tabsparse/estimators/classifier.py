@@ -239,13 +239,13 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         Input columns.
     feature_names_in_ : ndarray of str
         Only when ``X`` was a DataFrame (pandas, polars, pyarrow, ...) with string column names.
-    feature_importances_ : ndarray of shape (n_features_in_,)
+    feature_importances_ : ndarray of shape (``n_features_in_``,)
         Global importances (sum to one): the mean of :meth:`explain`'s per-row importances over
         up to 8,192 validation rows when the fit has at least 500 (``X_val`` or early
         stopping's split: rows held out from training), else over up to 8,192 training rows;
         one per input column (``feature_names_in_``; an expanded datetime column's parts
         summed back to it: ``explain(X, datetime_parts=True)`` gives the per-part view).
-    feature_importances_std_ : ndarray of shape (n_features_in_,)
+    feature_importances_std_ : ndarray of shape (``n_features_in_``,)
         The standard error of each of ``feature_importances_``. One member: the standard error
         of the mean over those rows, ``std(ddof=1) / sqrt(n_rows)``; it says how much an
         importance depends on which rows were sampled, not how much a refit with another seed

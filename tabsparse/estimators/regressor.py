@@ -53,12 +53,6 @@ class TabNetRegressor(RegressorMixin, TabNetSupervised):
         GradientBoostingRegressor's residual quantile, which would move during training.
         Ignored by the other losses.
 
-    Early stopping with ``scoring="loss"`` (the default) watches the validation loss, which is
-    the objective's own mean deviance or (mean) pinball loss on the scaled target: a constant
-    multiple of scikit-learn's ``mean_poisson_deviance`` (``neg_mean_poisson_deviance``),
-    ``mean_gamma_deviance``, ``mean_tweedie_deviance``, ``mean_pinball_loss``, so it stops at the
-    same epoch.
-
     Attributes
     ----------
     n_outputs_ : int
@@ -67,11 +61,19 @@ class TabNetRegressor(RegressorMixin, TabNetSupervised):
         mean of ``y`` as the scale. An output constant in ``y`` has its value as the mean and
         a scale of 0, and is predicted as that value exactly.
 
+    Notes
+    -----
     The other fitted attributes (``n_features_in_``, ``feature_names_in_``,
     ``feature_importances_``, ``feature_importances_std_``, ``history_``, ``n_iter_``,
     ``best_iteration_``, ``n_members_``, ``numeric_embedding_``, ``first_mask_``,
     ``cat_emb_dim_``, ``architecture_``, ``background_``, ``device_``, ``compiled_``, ``network_``,
     ``encoder_``) are as for :class:`tabsparse.TabNetClassifier`.
+
+    Early stopping with ``scoring="loss"`` (the default) watches the validation loss, which is
+    the objective's own mean deviance or (mean) pinball loss on the scaled target: a constant
+    multiple of scikit-learn's ``mean_poisson_deviance`` (``neg_mean_poisson_deviance``),
+    ``mean_gamma_deviance``, ``mean_tweedie_deviance``, ``mean_pinball_loss``, so it stops at the
+    same epoch.
 
     Examples
     --------

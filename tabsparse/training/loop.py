@@ -174,6 +174,8 @@ class Trainer:
         drawing any randomness from the trainer's generator (so a fit stays reproducible and
         resumable); self-supervised pretraining masks cells and builds its targets here.
 
+    Notes
+    -----
     During a fit the trainer also holds ``optimizer``, ``generator`` (the shuffling RNG),
     ``step`` (the training step's forward pass and loss), ``device``, ``steps_per_epoch``,
     ``epoch`` (the current history index), ``end_epoch`` (one past the last epoch this fit may
