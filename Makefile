@@ -38,9 +38,14 @@ test: lint typecheck pytest
 demo: $(VENV)/.demo
 	$(BIN)/python examples/demo.py
 
-docs: $(VENV)/.dev
+# The HTML docs, warnings as errors; -E rereads every page and docstring, so that a warning is never
+# hidden by what an earlier build kept.
+$(VENV)/.docs: $(VENV)/.dev pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[docs]"
-	$(BIN)/sphinx-build -q -W -b html docs docs/_build/html
+	touch $@
+
+docs: $(VENV)/.docs
+	$(BIN)/sphinx-build -q -W -E -b html docs docs/_build/html
 	@echo "docs built: docs/_build/html/index.html"
 
 bench: $(VENV)/.dev
