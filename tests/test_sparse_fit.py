@@ -247,8 +247,9 @@ def test_fit_densifies_one_batch_or_block_at_a_time(
     rows = seen.rows
     assert max(rows) <= block < X.shape[0]
     assert rows[:6] == [block] * 6  # the encoder's statistics, block by block
-    assert rows[-1] == sample  # the importance sample
-    epochs = rows[6:-1]
+    assert rows[-2] == sample  # the importance sample
+    assert rows[-1] == explaining_module.BACKGROUND_ROWS  # the attributions' background
+    epochs = rows[6:-2]
     if early_stopping:  # each epoch: its batches, then the validation rows as one chunk
         assert [i for i, r in enumerate(epochs) if r == 300] == [
             len(epochs) // 2 - 1,
