@@ -159,14 +159,16 @@ def run(name: str, noise: int, n_iters: list[int], sub_rows: int, sub_n_iter: in
     return rows
 
 
-def smallest(rows: list[dict], name: str, noise: int) -> str:
-    """The smallest ``n_iter`` on all training rows that meets the goal, with its ratio."""
+def meeting(rows: list[dict], name: str, noise: int) -> str:
+    """The ``n_iter`` on all training rows that meet the goal, with their ratios."""
     tpr_min, fdr_max = GOALS[noise if noise in GOALS else N_NOISE]
-    for r in sorted(rows, key=lambda r: r["n_iter"]):
-        if r["table"] == name and r["noise_columns"] == noise and r["selector_rows"] == N_TRAIN:
-            if r["tpr"] >= tpr_min and r["fdr"] <= fdr_max:
-                return f"{r['n_iter']} (ratio {r['ratio_to_fit']:.2f})"
-    return "none of those run"
+    got = [
+        f"{r['n_iter']} (ratio {r['ratio_to_fit']:.2f})"
+        for r in sorted(rows, key=lambda r: r["n_iter"])
+        if r["table"] == name and r["noise_columns"] == noise and r["selector_rows"] == N_TRAIN
+        if r["tpr"] >= tpr_min and r["fdr"] <= fdr_max
+    ]
+    return ", ".join(got) or "none of those run"
 
 
 def render(meta: dict, rows: list[dict]) -> str:
@@ -215,12 +217,12 @@ def render(meta: dict, rows: list[dict]) -> str:
             f"| {r['explain_cpu_s_n_draws_8']:.3f} | {r['explain_over_predict_8']:.1f} "
             f"| {r['explain_cpu_s_n_draws_1']:.3f} | {r['explain_over_predict_1']:.1f} |"
         )
-    lines += ["", "Smallest n_iter (all training rows) meeting issue 45's goal:", ""]
+    lines += ["", "n_iter (all training rows) meeting issue 45's goal, smallest first:", ""]
     for name, noise in seen:
         tpr_min, fdr_max = GOALS[noise if noise in GOALS else N_NOISE]
         lines.append(
             f"- {name}, {noise} extra columns (TPR >= {tpr_min:.0f}, FDR <= {fdr_max:.0f}): "
-            f"{smallest(rows, name, noise)}"
+            f"{meeting(rows, name, noise)}"
         )
     return "\n".join(lines) + "\n"
 
@@ -237,7 +239,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--readme", type=Path, default=README)
     parser.add_argument("--no-write", action="store_true", help="store nothing")
+    parser.add_argument("--render", action="store_true", help="the README from --out only")
     args = parser.parse_args(argv)
+    if args.render:
+        stored = json.loads(args.out.read_text())
+        write_section(args.readme, SECTION, render(stored, stored["rows"]))
+        return
     torch.set_num_threads(1)
     load = load_average()
     meta = {
