@@ -49,6 +49,12 @@ def identity(z: torch.Tensor) -> torch.Tensor:
     return z
 
 
+def sampled(net: nn.Module, x: TensorData, bg: TensorData, n: int, seed: int = 0):  # type: ignore[no-untyped-def]
+    """``sampled_shapley`` of the toy's logits over :data:`PLAYERS`, ``n`` orders from ``seed``."""
+    generator = torch.Generator().manual_seed(seed)
+    return sampled_shapley(net, identity, x, bg, PLAYERS, n_permutations=n, generator=generator)
+
+
 def brute_force(net: nn.Module, x: TensorData, bg: TensorData) -> torch.Tensor:
     """The definition, one coalition at a time: (n, p, k)."""
     p = len(PLAYERS)
@@ -101,15 +107,7 @@ def test_sampled_shapley_adds_up_exactly_and_is_unbiased_within_its_errors(
 ) -> None:
     net, x, bg = Toy(), table(6, 2), table(n_background, 3)
     exact = exact_shapley(net, identity, x, bg, PLAYERS).values
-    got = sampled_shapley(
-        net,
-        identity,
-        x,
-        bg,
-        PLAYERS,
-        n_permutations=200,
-        generator=torch.Generator().manual_seed(0),
-    )
+    got = sampled(net, x, bg, 200)
     torch.testing.assert_close(
         got.base + got.values.sum(dim=1), got.outputs, rtol=1e-12, atol=1e-12
     )
@@ -131,9 +129,7 @@ def test_sampled_shapley_of_a_linear_model_is_its_closed_form() -> None:
     # phi_i = w_i (x_i - mean_b b_i) for a linear model; with every background row used equally
     # often (pairs a multiple of the background), the estimate is exact
     net, x, bg = Toy(linear=True), table(4, 4), table(5, 5)
-    got = sampled_shapley(
-        net, identity, x, bg, PLAYERS, n_permutations=20, generator=torch.Generator().manual_seed(1)
-    )
+    got = sampled(net, x, bg, 20, seed=1)
     mean_num = bg.numeric.mean(dim=0)
     emb_mean = net.emb[bg.codes[:, 0]].mean(dim=0)
     want = torch.stack(
@@ -150,18 +146,7 @@ def test_sampled_shapley_of_a_linear_model_is_its_closed_form() -> None:
 def test_sampled_shapley_is_seeded_and_restores_train_mode() -> None:
     net, x, bg = Toy(), table(3, 6), table(4, 7)
     net.train()
-    a, b = (
-        sampled_shapley(
-            net,
-            identity,
-            x,
-            bg,
-            PLAYERS,
-            n_permutations=6,
-            generator=torch.Generator().manual_seed(3),
-        )
-        for _ in range(2)
-    )
+    a, b = (sampled(net, x, bg, 6, seed=3) for _ in range(2))
     torch.testing.assert_close(a.values, b.values, rtol=0, atol=0)
     assert net.training
 
@@ -169,15 +154,7 @@ def test_sampled_shapley_is_seeded_and_restores_train_mode() -> None:
 @pytest.mark.parametrize("n", [0, 1, 3, True])
 def test_sampled_shapley_needs_an_even_number_of_orders(n: int) -> None:
     with pytest.raises(ValueError, match="must be an even number >= 2"):
-        sampled_shapley(
-            Toy(),
-            identity,
-            table(2, 0),
-            table(2, 1),
-            PLAYERS,
-            n_permutations=n,
-            generator=torch.Generator(),
-        )
+        sampled(Toy(), table(2, 0), table(2, 1), n)
 
 
 def test_places_must_be_in_the_data_and_held_once() -> None:

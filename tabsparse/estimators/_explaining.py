@@ -43,9 +43,10 @@ MAX_BACKGROUND = 4096
 #: Forward passes per row up to which ``n_permutations="auto"`` computes exact Shapley values,
 #: and beyond which ``"exact"`` is refused: ``2**p * n_background``.
 EXACT_EVALUATIONS = 2048
+#: Forward passes per row beyond which ``n_permutations="exact"`` is refused.
+EXACT_LIMIT = 2**24
 #: Random orders per row of ``n_permutations="auto"`` when exact values cost more.
 DEFAULT_PERMUTATIONS = 64
-EXACT_LIMIT = 2**24  # forward passes per row beyond which "exact" is refused
 
 
 class Explaining:
@@ -483,7 +484,7 @@ def _display_rows(X: Any, n: int) -> Any:
             return None
         else:
             values = np.asarray(X)
-    except Exception:  # other table libraries: no display data
+    except (TypeError, ValueError):  # a table numpy cannot read as one array: no display data
         return None
     return values if values.ndim == 2 and values.shape[0] == n else None
 

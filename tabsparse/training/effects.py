@@ -36,7 +36,7 @@ from tabsparse.nn import functional as F
 from tabsparse.training.batches import TensorData, batch_bounds
 from tabsparse.training.threads import inference_threads, intra_op_threads
 
-__all__ = ["column_effects"]
+__all__ = ["check_places", "column_effects"]
 
 #: Where a network column's values are in a :class:`TensorData`: ``("numeric", position)`` in
 #: ``numeric`` or ``("codes", position)`` in ``codes``.
@@ -65,10 +65,7 @@ def column_effects(
         raise ValueError(f"{n_draws=} must be >= 1")
     if len(background) < 1:
         raise ValueError("background has no rows to draw values from")
-    for kind, position in columns:
-        width = (data.numeric if kind == "numeric" else data.codes).shape[1]
-        if kind not in ("numeric", "codes") or not 0 <= position < width:
-            raise ValueError(f"column place {(kind, position)} is not in the data")
+    check_places(data, columns)
     pool = background.take(slice(0, len(background)))
     # each column's background values in order: quantile k / n of the column is element k
     ordered = [
@@ -111,6 +108,16 @@ def column_effects(
     finally:
         network.train(was_training)
     return out
+
+
+def check_places(data: TensorData, places: Sequence[ColumnPlace]) -> None:
+    """A ``ValueError`` naming the first of ``places`` that is not a column of ``data``."""
+    for kind, position in places:
+        if kind not in ("numeric", "codes"):
+            raise ValueError(f"column place {(kind, position)} is not in the data")
+        width = (data.numeric if kind == "numeric" else data.codes).shape[1]
+        if not 0 <= position < width:
+            raise ValueError(f"column place {(kind, position)} is not in the data")
 
 
 def _stratified(

@@ -52,7 +52,7 @@ import torch
 from torch import nn
 
 from tabsparse.training.batches import TensorData, batch_bounds
-from tabsparse.training.effects import ColumnPlace
+from tabsparse.training.effects import ColumnPlace, check_places
 from tabsparse.training.threads import inference_threads, intra_op_threads
 
 __all__ = ["Attributions", "exact_shapley", "sampled_shapley", "shapley_weights"]
@@ -195,17 +195,13 @@ def _check(
         raise ValueError("background has no rows")
     if not players or any(not group for group in players):
         raise ValueError("every player needs at least one column place")
+    places = [place for group in players for place in group]
+    check_places(data, places)
     seen: set[ColumnPlace] = set()
-    for group in players:
-        for kind, position in group:
-            if kind not in ("numeric", "codes"):
-                raise ValueError(f"column place {(kind, position)} is not in the data")
-            width = (data.numeric if kind == "numeric" else data.codes).shape[1]
-            if not 0 <= position < width:
-                raise ValueError(f"column place {(kind, position)} is not in the data")
-            if (kind, position) in seen:
-                raise ValueError(f"column place {(kind, position)} belongs to two players")
-            seen.add((kind, position))
+    for place in places:
+        if place in seen:
+            raise ValueError(f"column place {place} belongs to two players")
+        seen.add(place)
     return len(players)
 
 

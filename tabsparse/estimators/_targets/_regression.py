@@ -250,6 +250,7 @@ class Regression(Target):
         self.scale = scale
         self.ndim = ndim
         self.objective = Objective() if objective is None else objective
+        self._explained_head: nn.Module | None = None
 
     @staticmethod
     def _as_2d(y: Any) -> tuple[np.ndarray, int]:
@@ -341,7 +342,10 @@ class Regression(Target):
 
     def explained(self, logits: torch.Tensor) -> torch.Tensor:
         """The predictions on ``y``'s scale, ``(m, n_outputs)`` (one column per quantile)."""
-        return self.serve(logits).reshape(logits.shape[0], -1)
+        if self._explained_head is None:  # built once: attributions call this per batch
+            self._explained_head = self.serving_head()
+        head = self._explained_head.to(logits.device)
+        return head(logits).reshape(logits.shape[0], -1)  # type: ignore[no-any-return]
 
     def explained_names(self) -> list[str]:
         qs = self.objective.quantiles
