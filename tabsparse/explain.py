@@ -1,28 +1,26 @@
-"""Per-sample explanations: which columns each decision step attended to
-(:class:`Explanation`), how far each column moves each prediction (:class:`Effects`), which
-columns each prediction needs (:class:`Selection`), and how sure the global importances drawn
-from them are."""
+"""Per-sample explanations (:class:`Explanation`): which columns each prediction needs, what
+each decision step read, how much and which way each column moved each prediction, and how
+sure the global importances drawn from them are."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from tabsparse.importance import (
-    MATERIAL_SHARE,
     MIN_SELECTION_RATE,
     Z_NEGLIGIBLE,
     global_importances,
     negligible,
 )
 
-__all__ = ["Effects", "Explanation", "Selection"]
+__all__ = ["Explanation"]
 
 
 class _RowImportances:
-    """What both kinds of explanation offer over their per-row ``importances`` (rows summing to
-    one) and ``selected`` features."""
+    """What an explanation offers over its per-row ``importances`` (rows summing to one) and
+    ``selected`` features."""
 
     importances: np.ndarray
     feature_names: list[str]
@@ -99,26 +97,18 @@ class _RowImportances:
         return pd.DataFrame(self.importances, columns=self.feature_names)
 
 
-def _per_row(name: str, values: object, feature_names: list[str]) -> np.ndarray:
-    """``values`` as float64 ``(n_samples, n_features)``, or a ``ValueError`` naming ``name``."""
-    out = np.asarray(values, dtype=np.float64)
-    if out.ndim != 2 or out.shape[1] != len(feature_names):
-        raise ValueError(f"{name} {out.shape} must be (n_samples, {len(feature_names)})")
-    return out
-
-
-def _shares(values: np.ndarray) -> np.ndarray:
-    """Each row of ``values`` as shares of its total (a row totalling 0 stays zeros)."""
-    total = values.sum(axis=1, keepdims=True)
-    return np.divide(values, total, out=np.zeros_like(values), where=total > 0)
-
-
 @dataclass(frozen=True)
 class Explanation(_RowImportances):
     """What ``estimator.explain(X)`` returns.
 
     Attributes
     ----------
+    selected : ndarray of bool, shape (n_samples, n_features)
+        Which columns each row's prediction needs: ``selection_probabilities >= 0.5`` (see
+        Notes).
+    selection_probabilities : ndarray of shape (n_samples, n_features) or None
+        The fitted column selector's probability that the row needs each column (the
+        estimator's ``explain``); None for a model without a selector.
     importances : ndarray of shape (n_samples, n_features)
         The paper's aggregate mask: every step's mask weighted by how far that step moves the
         row's outputs (the size of its share of the logits or predictions through the linear
@@ -148,9 +138,13 @@ class Explanation(_RowImportances):
 
     Notes
     -----
-    A row's *selected* features are those with an importance above zero: sparsemax gives exact
-    zeros, so "selected" is not a threshold choice (with ``mask_type="entmax"`` too). Global
-    statements come with their spread: :meth:`global_importances` gives the mean over the rows
+    The masks say what each step *read*; ``selected`` says what the prediction *needs*: the
+    columns whose values, kept while every other column is replaced by a training row's, hold
+    the row's prediction (the fit's column selector, :mod:`tabsparse.training.selection`). A
+    network often reads a column it hardly uses, so the masks select more than is needed. For a
+    model without a selector (``selection_probabilities`` None), ``selected`` falls back to the
+    masks: an importance above zero (sparsemax gives exact zeros). Global statements come with
+    their spread: :meth:`global_importances` gives the mean over the rows
     and its standard error, :meth:`negligible` applies the rule of
     :func:`tabsparse.importance.negligible` to them.
     """
@@ -163,11 +157,14 @@ class Explanation(_RowImportances):
     attributions_std: np.ndarray | None = None
     output_names: list[str] | None = None
     data: np.ndarray | None = None
+    selection_probabilities: np.ndarray | None = None
 
     @property
     def selected(self) -> np.ndarray:
-        """Boolean ``(n_samples, n_features)``: whether each row's importance of each feature is
-        above zero."""
+        """Boolean ``(n_samples, n_features)``: whether each row's prediction needs each column
+        (``selection_probabilities >= 0.5``; without them, an importance above zero)."""
+        if self.selection_probabilities is not None:
+            return np.asarray(self.selection_probabilities) >= 0.5
         return np.asarray(self.importances) > 0
 
     def to_shap(self):  # type: ignore[no-untyped-def]
@@ -193,114 +190,3 @@ class Explanation(_RowImportances):
             feature_names=list(self.feature_names),
             output_names=list(self.output_names or []) if multi else None,
         )
-
-
-@dataclass(frozen=True)
-class Effects(_RowImportances):
-    """What ``estimator.explain_effects(X)`` returns: how far each column moves each row's
-    prediction when it is replaced by values drawn from its marginal distribution.
-
-    Attributes
-    ----------
-    effects : ndarray of shape (n_samples, n_features)
-        The mean size of the change of the row's outputs over the draws (logits of a
-        classifier, centred within a softmax; predictions of a regressor, in the network's
-        standardised units; :mod:`tabsparse.training.effects`). With a shared first mask,
-        exactly zero where no step reads the column in that row.
-    feature_names : list of str
-        The column names, in the order of the last axis.
-    material_share : float
-        The rule for :attr:`selected` (default :data:`tabsparse.importance.MATERIAL_SHARE`).
-    importances : ndarray of shape (n_samples, n_features)
-        ``effects`` as shares of the row's total (rows sum to one; a row that no column moves
-        is all zeros).
-
-    Notes
-    -----
-    A row's *selected* features are those whose share is at least ``material_share`` (5%): a
-    column the network reads but whose replacement moves the prediction by less than a
-    twentieth of what all columns together move it is not counted. The masks of
-    :class:`Explanation` say what each step *read*; effects say what *moved* the prediction,
-    whatever route it took through the steps. On synthetic tables with known answers effects
-    rank the relevant features more accurately and select far fewer irrelevant ones
-    (``docs/trust.md``); they cost ``n_draws * n_features`` forward passes per row.
-    """
-
-    effects: np.ndarray
-    feature_names: list[str]
-    material_share: float = MATERIAL_SHARE
-    importances: np.ndarray = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        effects = _per_row("effects", self.effects, self.feature_names)
-        if not 0.0 <= self.material_share <= 1.0:
-            raise ValueError(f"material_share={self.material_share!r} must be in [0, 1]")
-        object.__setattr__(self, "effects", effects)
-        object.__setattr__(self, "importances", _shares(effects))
-
-    @property
-    def selected(self) -> np.ndarray:
-        """Boolean ``(n_samples, n_features)``: whether each column's share of the row's
-        effects is at least :attr:`material_share` (and above zero)."""
-        return (self.importances >= self.material_share) & (self.importances > 0)
-
-
-@dataclass(frozen=True)
-class Selection(_RowImportances):
-    """What ``selector.explain(X)`` returns (a :class:`tabsparse.ColumnSelector` from
-    ``estimator.fit_selector``): which columns each row's prediction needs, when every other
-    column is replaced by values drawn from the background.
-
-    Attributes
-    ----------
-    probabilities : ndarray of shape (n_samples, n_features)
-        The learned selector's probability that the row needs each column
-        (:mod:`tabsparse.training.selection`).
-    residual : ndarray of shape (n_samples,)
-        How far the row's prediction moves, on average, when its unselected columns are drawn
-        from the background, as a share of how far a background row's moves when all of its
-        columns are drawn: near 0, the selected columns are enough for this row; near 1 or
-        above, they are not (the selection is unreliable for that row).
-    feature_names : list of str
-        The column names, in the order of the last axis.
-    probabilities_std : ndarray of shape (n_samples, n_features) or None
-        With several selectors (``fit_selector(n_selectors=k)``, ``k > 1``): the standard
-        deviation of their probabilities (``probabilities`` is their mean); None for one.
-    importances : ndarray of shape (n_samples, n_features)
-        ``probabilities`` as shares of the row's total (rows sum to one).
-
-    Notes
-    -----
-    A row's *selected* columns are those with probability at least 0.5. Where
-    :class:`Effects` replace one column at a time, the selector chooses a set, and being one
-    smooth function of the row it keeps the columns of the row's regime together even where one
-    of them happens to matter little in that row; on synthetic tables with known answers it
-    selects the relevant columns at least as often as effects and fewer irrelevant ones
-    (``docs/trust.md``).
-    """
-
-    probabilities: np.ndarray
-    residual: np.ndarray
-    feature_names: list[str]
-    probabilities_std: np.ndarray | None = None
-    importances: np.ndarray = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        p = _per_row("probabilities", self.probabilities, self.feature_names)
-        residual = np.asarray(self.residual, dtype=np.float64)
-        if residual.shape != (p.shape[0],):
-            raise ValueError(f"residual {residual.shape} must be ({p.shape[0]},)")
-        if self.probabilities_std is not None:
-            std = _per_row("probabilities_std", self.probabilities_std, self.feature_names)
-            if std.shape != p.shape:
-                raise ValueError(f"probabilities_std {std.shape} must be {p.shape}")
-            object.__setattr__(self, "probabilities_std", std)
-        object.__setattr__(self, "probabilities", p)
-        object.__setattr__(self, "residual", residual)
-        object.__setattr__(self, "importances", _shares(p))
-
-    @property
-    def selected(self) -> np.ndarray:
-        """Boolean ``(n_samples, n_features)``: whether the row needs each column (probability
-        at least 0.5)."""
-        return self.probabilities >= 0.5

@@ -39,7 +39,6 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
-    "MATERIAL_SHARE",
     "MIN_SELECTION_RATE",
     "Z_NEGLIGIBLE",
     "global_importances",
@@ -49,9 +48,6 @@ __all__ = [
 
 Z_NEGLIGIBLE = 2.0  # an importance within this many standard errors of zero is negligible
 MIN_SELECTION_RATE = 0.01  # a feature selected in fewer rows than this share is negligible
-#: A column is material to a row's prediction (:class:`tabsparse.explain.Effects`) when it
-#: moves it by at least this share of what all columns together move it.
-MATERIAL_SHARE = 0.05
 
 
 def global_importances(importances: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

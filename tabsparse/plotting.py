@@ -81,11 +81,11 @@ def plot_importances(
 
     Parameters
     ----------
-    estimator : TabNetClassifier, TabNetRegressor, TabNetPretrainer, RefitImportances, \
-Explanation or Effects
+    estimator : TabNetClassifier, TabNetRegressor, TabNetPretrainer, RefitImportances or \
+Explanation
         A fitted estimator (anything with ``feature_importances_`` works), the result of
         :func:`tabsparse.refit_importances`, whose error bars are then the spread over refits
-        with other seeds, or what ``explain(X)`` / ``explain_effects(X)`` return (the mean over
+        with other seeds, or what ``explain(X)`` returns (the mean over
         their rows and its standard error).
     top : int or None, default=20
         Show the ``top`` most important columns; ``None`` shows all of them.

@@ -552,21 +552,22 @@ def _explain_with(capsys, workdir: Path, model: Path, flag: str):  # type: ignor
     return args, pd.read_csv(args[4]), pd.read_csv(workdir / "new.csv")
 
 
-def test_explain_selector_writes_the_probabilities_and_residual(
+def test_explain_selected_writes_the_selectors_probabilities(
     capsys: pytest.CaptureFixture[str], workdir: Path, classifier_file: Path, model_io
 ) -> None:  # type: ignore[no-untyped-def]
-    args, written, new = _explain_with(capsys, workdir, classifier_file, "--selector")
-    new = new[["a", "b", "c"]]
-    expected = model_io.load(classifier_file).fit_selector(new).explain(new)
-    assert written.columns.tolist() == ["a", "b", "c", "residual"]
+    args, written, new = _explain_with(capsys, workdir, classifier_file, "--selected")
+    expected = model_io.load(classifier_file).explain(new[["a", "b", "c"]])
+    assert written.columns.tolist() == ["a", "b", "c"]
+    assert expected.selection_probabilities is not None
     np.testing.assert_allclose(
-        written[["a", "b", "c"]].to_numpy(), expected.probabilities, rtol=1e-5, atol=1e-7
+        written.to_numpy(), expected.selection_probabilities, rtol=1e-6, atol=1e-7
     )
-    np.testing.assert_allclose(written["residual"], expected.residual, rtol=1e-5, atol=1e-7)
-    rc, _, err = run(capsys, *args, "--effects")
-    assert_one_line_error(rc, err, "--effects and --selector", "choose one")
+    rc, _, err = run(capsys, *args, "--attributions")
+    assert_one_line_error(rc, err, "--selected and --attributions", "choose one")
     rc, _, err = run(capsys, *args, "--plot", workdir / "x.png")
-    assert_one_line_error(rc, err, "--plot", "cannot be combined with --selector")
+    assert_one_line_error(rc, err, "--plot", "cannot be combined with --selected")
+    rc, _, err = run(capsys, *args[:-1], "--effects")
+    assert rc == 2 and "unrecognized arguments: --effects" in err
 
 
 def test_explain_attributions_writes_signed_values_that_add_up(
@@ -594,23 +595,5 @@ def test_explain_attributions_writes_signed_values_that_add_up(
     assert_one_line_error(rc, err, "--permutations 3", "even number")
     rc, _, err = run(capsys, *args[:-1], "--permutations", "4")
     assert_one_line_error(rc, err, "--permutations", "add --attributions")
-    rc, _, err = run(capsys, *args, "--effects")
-    assert_one_line_error(rc, err, "--effects and --attributions", "choose one")
     rc, _, err = run(capsys, *args, "--plot", workdir / "x.png")
     assert_one_line_error(rc, err, "--plot", "cannot be combined with --attributions")
-
-
-def test_explain_effects_writes_the_effect_shares(
-    capsys: pytest.CaptureFixture[str], workdir: Path, classifier_file: Path, model_io
-) -> None:  # type: ignore[no-untyped-def]
-    args, written, new = _explain_with(capsys, workdir, classifier_file, "--effects")
-    out = args[4]
-    expected = model_io.load(classifier_file).explain_effects(new[["a", "b", "c"]])
-    assert written.columns.tolist() == ["a", "b", "c"]
-    np.testing.assert_allclose(written.to_numpy(), expected.importances, rtol=1e-6, atol=1e-9)
-    rc, _, err = run(capsys, *args, "--plot", workdir / "x.png")
-    assert_one_line_error(rc, err, "--plot", "cannot be combined with --effects")
-    one = workdir / "one.csv"
-    new.iloc[:1].to_csv(one, index=False)
-    rc, _, err = run(capsys, "explain", classifier_file, one, "-o", out, "--effects")
-    assert_one_line_error(rc, err, "has 1 row", "needs at least 2")

@@ -1,5 +1,5 @@
-"""``tabsparse explain``: per-row feature importances or signed attributions of a saved model,
-and a plot of its masks."""
+"""``tabsparse explain``: per-row feature importances, the columns each row needs, or signed
+attributions of a saved model, and a plot of its masks."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from tabsparse.cli._tables import read_table
 def run(args: argparse.Namespace) -> int:
     """Run ``tabsparse explain``; returns the exit status."""
     _check_output_file(args.output, "importances")
-    for flag in ("effects", "selector", "attributions"):
+    for flag in ("selected", "attributions"):
         if getattr(args, flag) and args.plot is not None:
             raise CliError(f"--plot draws the attention masks; it cannot be combined with --{flag}")
-    chosen = [f"--{f}" for f in ("effects", "selector", "attributions") if getattr(args, f)]
+    chosen = [f"--{f}" for f in ("selected", "attributions") if getattr(args, f)]
     if len(chosen) > 1:
         raise CliError(f"{' and '.join(chosen)} write different tables: choose one")
     if args.permutations is not None and not args.attributions:
@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
         _check_output_file(args.plot, "plot")
         if args.plot == "-":
             raise CliError("the plot cannot be written to stdout; give a file name to --plot")
-    model = _load_model(args.model, predicts=args.effects or args.selector or args.attributions)
+    model = _load_model(args.model, predicts=args.selected or args.attributions)
     X = _model_features(model, read_table(args.data, args.sep), args.data)
     if len(X) == 0:  # a header-only file: one column per feature, no rows
         if args.plot is not None:
@@ -44,23 +44,14 @@ def run(args: argparse.Namespace) -> int:
     if args.attributions:
         _write_csv(_attribution_table(model, X, args.permutations), args.output)
         return EXIT_OK
-    if args.effects or args.selector:
-        flag = "--effects" if args.effects else "--selector"
-        if len(X) < 2:
-            raise CliError(
-                f"{args.data} has {len(X)} row: {flag} draws replacement values from the "
-                "rows of DATA and needs at least 2"
-            )
-        if args.effects:
-            _write_csv(model.explain_effects(X).to_frame(), args.output)
-            return EXIT_OK
+    explanation = model.explain(X)
+    if args.selected:
         import pandas as pd
 
-        selection = model.fit_selector(X).explain(X)
-        table = pd.DataFrame(selection.probabilities, columns=selection.feature_names)
-        _write_csv(table.assign(residual=selection.residual), args.output)
+        chosen_p = explanation.selection_probabilities
+        values = explanation.selected.astype(float) if chosen_p is None else chosen_p
+        _write_csv(pd.DataFrame(values, columns=explanation.feature_names), args.output)
         return EXIT_OK
-    explanation = model.explain(X)
     _write_csv(explanation.to_frame(), args.output)
     if args.plot is not None:
         from matplotlib.figure import Figure

@@ -127,16 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--plot", metavar="PNG", help="also draw the attention masks (needs matplotlib)"
     )
     explain.add_argument(
-        "--effects",
+        "--selected",
         action="store_true",
-        help="write each column's share of how far replacing it by values of other rows moves "
-        "the row's prediction (explain_effects) instead of the attention importances",
-    )
-    explain.add_argument(
-        "--selector",
-        action="store_true",
-        help="train a column selector on the rows of DATA (fit_selector) and write each "
-        "row's probability that it needs each column, and its residual, instead",
+        help="write each row's probability that its prediction needs each column (the "
+        "model's column selector; a column is selected at 0.5 or more) instead of the "
+        "attention importances",
     )
     explain.add_argument(
         "--attributions",

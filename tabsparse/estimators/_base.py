@@ -253,14 +253,16 @@ class TabNetBase(Explaining, BaseEstimator):
                     "best_iteration_",
                     "feature_importances_",
                     "feature_importances_std_",
+                    "background_",
+                    "selector_",
                 ):
                     self.__dict__.pop(name, None)
             else:  # keep the best weights so far as a usable model, then report (a Ctrl-C
                 # inside cross_val_score / GridSearchCV stops the search instead of scoring
                 # a partly trained model)
-                self._finish_fit(trainer, importance_rows, data.rng)
+                self._finish_fit(trainer, data, importance_rows, learn_selector=False)
             raise
-        self._finish_fit(trainer, importance_rows, data.rng)
+        self._finish_fit(trainer, data, importance_rows)
         return self
 
     def _trainer(
@@ -309,14 +311,22 @@ class TabNetBase(Explaining, BaseEstimator):
             dist=ctx,
         )
 
-    def _finish_fit(self, trainer: Trainer, sample: TensorData, rng: np.random.Generator) -> None:
+    def _finish_fit(
+        self, trainer: Trainer, data: FitData, sample: TensorData, *, learn_selector: bool = True
+    ) -> None:
+        """The fitted attributes after training: importances on ``sample``, the background
+        rows and (unless the fit was interrupted) the column selector of ``explain``."""
         self.n_iter_ = len(self.history_)
         self.compiled_ = trainer.compiled
         self.best_iteration_ = trainer.best_iteration
         self.feature_importances_, self.feature_importances_std_ = self._importances_on_sample(
-            sample, rng
+            sample, data.rng
         )
-        self._keep_background(sample, rng)
+        self._keep_background(sample, data.rng)
+        if learn_selector:
+            self._learn_selector(data.sample, len(data.train), data.rng)
+        else:
+            self.__dict__.pop("selector_", None)
 
     def _checkpoint_meta(self, n_train: int, seed: int) -> dict[str, Any]:
         # settings that do not change what is fitted (compile: only the rounding), and

@@ -1,15 +1,16 @@
-"""Explanations of a fitted estimator: ``explain(X)``, ``explain_effects(X)`` and the global
-importances of a fit.
+"""Explanations of a fitted estimator: ``explain(X)``, the global importances of a fit, and the
+column selector and background rows a fit keeps for them.
 
 :class:`Explaining` is a mixin of :class:`~tabsparse.estimators._base.TabNetBase`: it reads the
 fitted ``network_``, ``encoder_`` and ``device_`` and the host's ``_tensor_data`` and
 ``_encoded_blocks`` (encoding ``X`` block by block); the math of masks and importances lives in
-the core (:mod:`tabsparse.nn`, :mod:`tabsparse.importance`).
+the core (:mod:`tabsparse.nn`, :mod:`tabsparse.importance`), of the selector in
+:mod:`tabsparse.training.selection` and of Shapley values in :mod:`tabsparse.training.shapley`.
 """
 
 from __future__ import annotations
 
-import hashlib
+import math
 import numbers
 from typing import TYPE_CHECKING, Any
 
@@ -18,22 +19,20 @@ import torch
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from tabsparse.explain import Effects, Explanation, Selection
-from tabsparse.importance import MATERIAL_SHARE, global_importances, sum_to_columns
+from tabsparse.explain import Explanation
+from tabsparse.importance import global_importances, sum_to_columns
 from tabsparse.nn.network import TabNet
 from tabsparse.training import TensorData, predict_outputs
-from tabsparse.training.effects import ColumnPlace, column_effects
+from tabsparse.training.places import ColumnPlace
 from tabsparse.training.selection import (
     SELECTION_BUDGET,
     SelectorNet,
     fit_selector,
-    held_out_loss,
-    residual_change,
     selection_probabilities,
 )
 from tabsparse.training.shapley import exact_shapley, sampled_shapley
 
-__all__ = ["IMPORTANCE_SAMPLE", "ColumnSelector", "Explaining"]
+__all__ = ["IMPORTANCE_SAMPLE", "Explaining"]
 
 IMPORTANCE_SAMPLE = 8192  # rows used for feature_importances_ (bounded: never a pass over all rows)
 #: Training rows a fitted model keeps as the default background of its attributions.
@@ -47,6 +46,16 @@ EXACT_EVALUATIONS = 2048
 EXACT_LIMIT = 2**24
 #: Random orders per row of ``n_permutations="auto"`` when exact values cost more.
 DEFAULT_PERMUTATIONS = 64
+#: The column selector a fit learns (``selector_``): at most this many Adam steps ...
+SELECTOR_STEPS = 50
+#: ... of this learning rate, on this many rows each ...
+SELECTOR_LR = 1e-2
+SELECTOR_BATCH = 256
+#: ... and at most this share of the rows the fit trained on (epochs times training rows), so
+#: that it adds little to a short fit (``benchmarks/selector_budget.py`` measures the choice).
+SELECTOR_SHARE = 0.12
+#: Training rows the selector learns on and draws replacement values from.
+SELECTOR_ROWS = 4096
 
 
 class Explaining:
@@ -101,8 +110,15 @@ class Explaining:
         random_state: Any = 0,
         datetime_parts: bool = False,
     ) -> Explanation:
-        """Explain the predictions for the rows of ``X``: what each decision step read and,
+        """Explain the predictions for the rows of ``X``: which columns each row's prediction
+        needs (``selected``), what each decision step read (``masks``, ``importances``) and,
         with ``attributions=True``, how much and which way each column moved each prediction.
+
+        ``selected`` comes from the column selector the fit learned (``selector_``: a small
+        network trained, against the fitted model, to keep the fewest columns whose values
+        hold a row's prediction when every other column is replaced by a training row's;
+        :mod:`tabsparse.training.selection`): one small forward pass per row. A model without
+        one (a fit whose outputs no column moves) selects where the masks read.
 
         Parameters
         ----------
@@ -145,6 +161,7 @@ class Explaining:
         Returns
         -------
         Explanation
+            ``selected`` and ``selection_probabilities`` (n_samples, n_columns);
             ``importances`` (n_samples, n_columns), rows summing to one; ``masks``
             (n_steps, n_samples, n_columns); ``feature_names``: the input columns
             (``feature_names_in_``, or ``x0, x1, ...``), or with ``datetime_parts`` the
@@ -155,22 +172,28 @@ class Explaining:
         """
         check_is_fitted(self)
         blocks = self._encoded_blocks(X)
-        parts = [
-            self._explain_tensors(self._tensor_data(enc, None, None, self.device_))
-            for enc in blocks
-        ]
+        selector = self._selector_net()
+        parts, chosen = [], []
+        for enc in blocks:
+            data = self._tensor_data(enc, None, None, self.device_)
+            parts.append(self._explain_tensors(data))
+            if selector is not None:
+                chosen.append(selection_probabilities(self.network_, selector, data).numpy())
         if len(parts) == 1:  # one block: no copy of the masks
             importances, masks = parts[0]
         else:
             importances = np.concatenate([p[0] for p in parts])
             masks = np.concatenate([p[1] for p in parts], axis=1)
+        probabilities = np.concatenate(chosen) if chosen else None
         if datetime_parts:
             names = list(self.encoder_.feature_names)
+            if probabilities is not None:  # a part is needed where its column is
+                probabilities = probabilities[:, list(self.encoder_.input_positions)]
         else:
             importances, masks = self._to_columns(importances), self._to_columns(masks)
             names = list(self.encoder_.input_names)
         if not attributions:
-            return Explanation(importances, masks, names)
+            return Explanation(importances, masks, names, selection_probabilities=probabilities)
         values, base, std = self._attributions(
             blocks, background, n_permutations, random_state, datetime_parts
         )
@@ -179,6 +202,7 @@ class Explaining:
             importances,
             masks,
             names,
+            selection_probabilities=probabilities,
             attributions=values,
             base_values=base,
             attributions_std=std,
@@ -198,15 +222,7 @@ class Explaining:
         encoded ``blocks``: the outputs of one column dropped when the model has one."""
         self._check_explainable("explain(attributions=True)")
         pool = self._background_rows(background)
-        places = self._column_places()
-        if datetime_parts:
-            players = [[place] for place in places]
-        else:
-            owner = self.encoder_.input_positions
-            players = [
-                [place for place, o in zip(places, owner, strict=True) if o == c]
-                for c in range(len(self.encoder_.input_names))
-            ]
+        players = self._input_columns(datetime_parts)
         exact = _exact(n_permutations, len(players), len(pool))
         generator = _generator(random_state)
         output = self._target().explained  # type: ignore[attr-defined]
@@ -280,140 +296,6 @@ class Explaining:
         enc = self.encoder_
         return sum_to_columns(per_feature, enc.input_positions, len(enc.input_names))
 
-    def explain_effects(
-        self,
-        X: Any,
-        *,
-        background: Any = None,
-        n_draws: int = 8,
-        material_share: float = MATERIAL_SHARE,
-        random_state: Any = 0,
-    ) -> Effects:
-        """How far each column moves each row's prediction when it is replaced by values drawn
-        from its marginal distribution.
-
-        For each row of ``X`` and each column, ``n_draws`` values of that column are drawn
-        from ``background``, stratified (the k-th from the k-th of ``n_draws`` equally likely
-        slices of the column's distribution: :mod:`tabsparse.training.effects`), and put in the
-        row's place; the effect is the mean size of the change of the model's outputs (a
-        classifier's logits, centred within its softmax; a regressor's predictions). Where
-        :meth:`explain` says which columns the decision steps *read*, this says which *moved*
-        the prediction; with a shared first mask (``first_mask_ == "shared"``) a column no step
-        reads in a row has an effect of exactly zero. Costs ``n_draws * n_features`` forward
-        passes per row.
-
-        Parameters
-        ----------
-        X : table of shape (n_samples, n_features)
-            The rows to explain.
-        background : table, optional
-            The rows replacement values are drawn from: a sample of the training rows is the
-            usual choice. None: the rows of ``X`` (which then needs at least two rows; a sparse
-            ``X`` lends its first block of rows).
-        n_draws : int
-            Draws per row and column (>= 1).
-        material_share : float
-            The rule for :attr:`Effects.selected`: a column is selected in a row when its share
-            of the row's effects is at least this.
-        random_state : int, RandomState instance or None
-            Seeds the draws.
-
-        Returns
-        -------
-        Effects
-            ``effects`` and ``importances`` (their shares per row) of shape (n_samples,
-            n_features), ``feature_names``.
-        """
-        self._check_explainable("explain_effects")
-        _check_count("n_draws", n_draws)
-        blocks = self._encoded_blocks(X)
-        pool = self._draw_pool(blocks[0] if background is None else None, background)
-        generator = _generator(random_state)
-        places = self._column_places()
-        parts = [
-            column_effects(
-                self.network_,
-                self._tensor_data(enc, None, None, self.device_),
-                pool,
-                places,
-                n_draws=int(n_draws),
-                generator=generator,
-            ).numpy()
-            for enc in blocks
-        ]
-        effects = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        return Effects(effects, list(self.encoder_.feature_names), material_share)
-
-    def fit_selector(
-        self,
-        X: Any,
-        *,
-        budget: float = SELECTION_BUDGET,
-        n_iter: int = 2400,
-        n_selectors: int = 1,
-        random_state: Any = 0,
-    ) -> ColumnSelector:
-        """Learn which columns each row's prediction needs: a small network trained on the rows
-        of ``X`` against this fitted model, which stays as it is.
-
-        The selector gives each column of a row a probability of being needed; it is trained
-        so that keeping the row's needed columns and replacing every other column by a value
-        drawn from ``X`` moves the prediction little, with a cost for each column kept
-        (:mod:`tabsparse.training.selection`). Train it once, on a sample of the training rows
-        (a few thousand or more), then explain any rows with :meth:`ColumnSelector.explain`
-        (one small forward pass per row). Training costs ``n_iter`` steps of the model's
-        forward and backward pass on 256 rows, about half a minute on one CPU thread for the
-        default model on a table of 11 columns.
-
-        Parameters
-        ----------
-        X : table of shape (n_samples, n_features)
-            The rows the selector learns on, and whose values replace the unselected columns
-            (at least 2 rows).
-        budget : float
-            The cost of a kept column, in units of how far a row's prediction moves on
-            average when all of its columns are drawn: a column is worth keeping in a row
-            when dropping it would move that row's prediction by more than about ``budget``
-            of that. Larger keeps fewer columns.
-        n_iter : int
-            Training steps (>= 1).
-        n_selectors : int
-            Selectors trained one after the other with their own weights and draws (>= 1; each
-            costs ``n_iter`` steps): :meth:`ColumnSelector.explain` averages their probabilities
-            and reports their spread (``Selection.probabilities_std``), which says how much of a
-            selection is the selector's own seed.
-        random_state : int, RandomState instance or None
-            Seeds the selectors' weights and the draws.
-
-        Returns
-        -------
-        ColumnSelector
-        """
-        self._check_explainable("fit_selector")
-        if not (isinstance(budget, numbers.Real) and not isinstance(budget, bool)) or not (
-            0 < budget < float("inf")
-        ):
-            raise ValueError(f"budget={budget!r} must be a positive number")
-        _check_count("n_iter", n_iter)
-        _check_count("n_selectors", n_selectors)
-        pool = self._draw_pool(None, X, what="X")
-        generator = _generator(random_state)
-        places = self._column_places()
-        nets: list[SelectorNet] = []
-        for _ in range(int(n_selectors)):
-            nets.append(
-                fit_selector(
-                    self.network_,
-                    pool,
-                    places,
-                    budget=float(budget),
-                    n_iter=int(n_iter),
-                    generator=generator,
-                    scale=nets[0].scale if nets else None,
-                )
-            )
-        return ColumnSelector(self, nets, pool, float(budget))
-
     def _check_explainable(self, method: str) -> None:
         check_is_fitted(self)
         if not isinstance(self.network_, TabNet):
@@ -422,28 +304,91 @@ class Explaining:
                 "classifier or a regressor"
             )
 
-    def _draw_pool(self, own: Any, background: Any, *, what: str = "background") -> TensorData:
-        """The rows replacement values are drawn from: ``own`` (the explained rows, encoded)
-        when ``background`` is None, else ``background`` encoded; at least 2 rows."""
-        source = own if background is None else self._encode(background, what=what)
-        pool = self._tensor_data(source, None, None, self.device_)
-        if len(pool) < 2:
-            where, fix = ("X", "background= with ") if background is None else (what, "")
-            raise ValueError(
-                f"replacement values are drawn from the rows of {where}, which has "
-                f"{len(pool)} row(s); pass {fix}at least 2 rows (e.g. a sample of the training "
-                "rows)"
-            )
-        return pool
-
-    def _column_places(self) -> list[ColumnPlace]:
-        """Where each column of the table is in the network's inputs, in the table's order."""
+    def _input_columns(self, datetime_parts: bool = False) -> list[list[ColumnPlace]]:
+        """Where each input column is in the network's inputs, in the table's order: one place
+        each, except an expanded datetime column, which has one per part (with
+        ``datetime_parts``, each part on its own)."""
         numeric = list(self.encoder_.numeric_columns)
         categorical = list(self.encoder_.categorical_columns)
-        return [
+        places: list[ColumnPlace] = [
             ("numeric", numeric.index(c)) if c in numeric else ("codes", categorical.index(c))
             for c in range(len(numeric) + len(categorical))
         ]
+        if datetime_parts:
+            return [[place] for place in places]
+        owner = self.encoder_.input_positions
+        return [
+            [place for place, o in zip(places, owner, strict=True) if o == c]
+            for c in range(len(self.encoder_.input_names))
+        ]
+
+    def _learn_selector(self, rows: TensorData, n_train: int, rng: np.random.Generator) -> None:
+        """``selector_``: the column selector of ``explain(X).selected``, trained against the
+        fitted network on up to :data:`SELECTOR_ROWS` of ``rows`` (training rows) drawn from
+        ``rng`` (:mod:`tabsparse.training.selection`; a classifier or regressor only). None
+        where the network's outputs do not depend on the columns (nothing to select)."""
+        self.__dict__.pop("selector_", None)
+        if not isinstance(self.network_, TabNet) or len(rows) < 2:
+            return
+        work = SELECTOR_SHARE * int(getattr(self, "n_iter_", 1)) * n_train / SELECTOR_BATCH
+        steps = max(1, min(SELECTOR_STEPS, math.ceil(work)))
+        n = len(rows)
+        idx = np.sort(rng.choice(n, size=min(n, SELECTOR_ROWS), replace=False))
+        pool = rows.take(torch.from_numpy(idx).to(rows.device))
+        generator = torch.Generator().manual_seed(int(rng.integers(np.iinfo(np.int32).max)))
+        try:
+            net = fit_selector(
+                self.network_,
+                pool,
+                self._input_columns(),
+                budget=SELECTION_BUDGET,
+                n_iter=steps,
+                generator=generator,
+                batch_size=SELECTOR_BATCH,
+                lr=SELECTOR_LR,
+            )
+        except ValueError:  # outputs that no column moves: explain falls back to the masks
+            return
+        self.selector_ = net.state()
+
+    def _selector_net(self) -> SelectorNet | None:
+        """The fitted column selector on ``device_`` (None without one), checked against the
+        network and the encoder (``ValueError`` for a ``selector_`` that does not fit them)."""
+        state = getattr(self, "selector_", None)
+        if state is None:
+            return None
+        if not isinstance(state, dict):
+            raise ValueError("selector_ must be a dict of the selector's arrays and its scale")
+        net = SelectorNet.from_state(state)
+        n_columns = len(self.encoder_.input_names)
+        owner = net.channel_column
+        scale = state.get("scale")
+        problems = [
+            (
+                net.layers[0].in_features != self.network_.inputs.output_dim,
+                f"reads {net.layers[0].in_features} input channels, the network has "
+                f"{self.network_.inputs.output_dim}",
+            ),
+            (net.n_columns != n_columns, f"gives {net.n_columns} columns, not {n_columns}"),
+            (
+                owner.dtype != torch.int64
+                or owner.shape != (net.layers[0].in_features,)
+                or bool(((owner < 0) | (owner >= n_columns)).any()),
+                "channel_column must be one int64 column position per input channel",
+            ),
+            (
+                any(
+                    p.dtype != torch.float32 or not bool(torch.isfinite(p).all())
+                    for p in net.parameters()
+                ),
+                "must hold finite float32 weights",
+            ),
+            (not (isinstance(scale, float) and 0 < scale < math.inf), "scale must be > 0"),
+        ]
+        for bad, message in problems:
+            if bad:
+                raise ValueError(f"selector_ {message}")
+        return net.to(self.device_)
 
 
 def _exact(n_permutations: Any, p: int, n_background: int) -> bool:
@@ -489,160 +434,6 @@ def _display_rows(X: Any, n: int) -> Any:
     return values if values.ndim == 2 and values.shape[0] == n else None
 
 
-def _check_count(name: str, value: Any) -> None:
-    """A ``ValueError`` unless ``value`` is an integer >= 1 (not a bool)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name}={value!r} must be an integer >= 1")
-
-
 def _generator(random_state: Any) -> torch.Generator:
     seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
     return torch.Generator().manual_seed(seed)
-
-
-def _fingerprint(network: torch.nn.Module) -> str:
-    """A digest of a network's weights and buffers: what tells a refitted estimator apart
-    (also across pickling, which rebuilds the network object)."""
-    digest = hashlib.sha1(usedforsecurity=False)
-    for name, value in network.state_dict().items():
-        digest.update(name.encode())
-        digest.update(value.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy())
-    return digest.hexdigest()
-
-
-class ColumnSelector:
-    """A learned per-row column selector for a fitted estimator: what
-    ``estimator.fit_selector(X)`` returns.
-
-    Attributes
-    ----------
-    estimator : TabNetClassifier or TabNetRegressor
-        The model it explains (not copied: refitting the estimator makes the selector stale).
-    budget : float
-        The ``budget`` it was trained with.
-    scale : float
-        How far a background row's outputs move, on average, when all of its columns are
-        drawn: the unit of ``budget`` and of :attr:`Selection.residual`.
-    n_selectors : int
-        How many selectors it averages.
-    """
-
-    def __init__(
-        self, estimator: Any, nets: list[SelectorNet], pool: TensorData, budget: float
-    ) -> None:
-        self.estimator = estimator
-        self.budget = budget
-        self._nets = nets
-        self._pool = pool
-        self._fitted = _fingerprint(estimator.network_)
-
-    @property
-    def scale(self) -> float:
-        return float(self._nets[0].scale)
-
-    @property
-    def n_selectors(self) -> int:
-        return len(self._nets)
-
-    def __repr__(self) -> str:
-        return (
-            f"ColumnSelector({type(self.estimator).__name__}, budget={self.budget}, "
-            f"rows={len(self._pool)}, n_selectors={self.n_selectors})"
-        )
-
-    def loss(self, X: Any, *, n_draws: int = 4, random_state: Any = 0) -> float:
-        """The selectors' training objective on the rows of ``X`` (lower is better): how far
-        a row's prediction moves when its unselected columns are drawn (relaxed gates, values
-        from the rows the selector learned on), over ``scale``, plus ``budget`` times each kept
-        column's cost; the mean over the rows, ``n_draws`` draws and the selectors. On held-out
-        rows it says how well a selector fits its objective, to compare selectors of the same
-        budget (e.g. of other seeds or ``n_iter``)."""
-        est, network = self.estimator, self._network()
-        _check_count("n_draws", n_draws)
-        generator = _generator(random_state)
-        total, n_rows = 0.0, 0
-        for enc in est._encoded_blocks(X):  # a sparse X: one dense block at a time
-            data = est._tensor_data(enc, None, None, est.device_)
-            n_rows += len(data)
-            for net in self._nets:
-                total += len(data) * held_out_loss(
-                    network,
-                    net,
-                    data,
-                    self._pool,
-                    budget=self.budget,
-                    n_draws=int(n_draws),
-                    generator=generator,
-                )
-        return total / (len(self._nets) * n_rows)
-
-    def _network(self) -> Any:
-        """The estimator's network, if it is still the one the selectors were trained on."""
-        network = getattr(self.estimator, "network_", None)
-        if network is None or _fingerprint(network) != self._fitted:
-            raise ValueError(
-                "the estimator was refitted after fit_selector: fit a new selector for it"
-            )
-        return network
-
-    def explain(self, X: Any, *, n_draws: int = 8, random_state: Any = 0) -> Selection:
-        """Which columns each row of ``X`` needs, and how far its prediction still moves when
-        the others are drawn (``residual``, the mean over ``n_draws`` draws from the rows the
-        selector learned on).
-
-        Returns
-        -------
-        Selection
-        """
-        _check_count("n_draws", n_draws)
-        network, blocks = self._network(), self.estimator._encoded_blocks(X)
-        each = self._each_probabilities(network, blocks)
-        mean = each.mean(axis=0)
-        return Selection(
-            mean,
-            self._residual(network, blocks, mean >= 0.5, int(n_draws), random_state),
-            list(self.estimator.encoder_.feature_names),
-            each.std(axis=0, ddof=1) if len(each) > 1 else None,
-        )
-
-    def _each_probabilities(self, network: Any, blocks: list[Any]) -> np.ndarray:
-        """Each selector's probabilities for the rows of the encoded ``blocks`` (of
-        ``estimator._encoded_blocks``), ``(n_selectors, n, n_columns)`` float64."""
-        est = self.estimator
-        per_block = [
-            torch.stack(
-                [
-                    selection_probabilities(
-                        network, n, est._tensor_data(enc, None, None, est.device_)
-                    )
-                    for n in self._nets
-                ]
-            ).numpy()
-            for enc in blocks
-        ]
-        return np.concatenate(per_block, axis=1).astype(np.float64)
-
-    def _residual(
-        self, network: Any, blocks: list[Any], keep: np.ndarray, n_draws: int, random_state: Any
-    ) -> np.ndarray:
-        """How far each row's prediction moves, over ``scale``, when the columns not in ``keep``
-        (bool ``(n, n_columns)``) are drawn from the selector's rows (``n_draws`` draws)."""
-        est = self.estimator
-        generator = _generator(random_state)
-        out, start = [], 0
-        for enc in blocks:
-            data = est._tensor_data(enc, None, None, est.device_)
-            kept = torch.from_numpy(np.ascontiguousarray(keep[start : start + len(data)]))
-            start += len(data)
-            out.append(
-                residual_change(
-                    network,
-                    self._nets[0],
-                    data,
-                    self._pool,
-                    kept,
-                    n_draws=n_draws,
-                    generator=generator,
-                ).numpy()
-            )
-        return np.concatenate(out)

@@ -75,6 +75,7 @@ _COMMON_ATTRIBUTES = (
     "cat_emb_dim_",
     "architecture_",
     "background_",
+    "selector_",
 )
 # files written before compile= existed have no compiled_; before the importance spread, no
 # feature_importances_std_ (such a model loads without it: no spread to show); before
@@ -82,7 +83,8 @@ _COMMON_ATTRIBUTES = (
 # before cat_emb_dim="auto" no cat_emb_dim_ (a pretrainer has none of these four); before the
 # fitted architecture, no architecture_: the network is then built from the parameters (which
 # such files saved as fitted) and architecture_ is set from them; before attributions, no
-# background_ (explain(X, attributions=True) then needs background=)
+# background_ (explain(X, attributions=True) then needs background=); a model whose outputs
+# no column moves, or a pretrainer, has no selector_ (explain(X).selected: the masks')
 _OPTIONAL_ATTRIBUTES = frozenset(
     {
         "feature_names_in_",
@@ -94,6 +96,7 @@ _OPTIONAL_ATTRIBUTES = frozenset(
         "cat_emb_dim_",
         "architecture_",
         "background_",
+        "selector_",
     }
 )
 
@@ -593,6 +596,10 @@ def _estimator(payload: ModelPayload, spec: EstimatorSpec, device: torch.device 
         est.architecture_ = est._architecture()
     est.network_ = network.to(runtime)
     est.device_ = runtime
+    try:
+        est._selector_net()
+    except ValueError as exc:
+        _bad(f"inconsistent fitted attributes: {exc}")
     return est
 
 

@@ -18,12 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from tabsparse.estimators._explaining import ColumnSelector, _check_count
-from tabsparse.explain import Selection
 from tabsparse.importance import Z_NEGLIGIBLE, global_importances, negligible
-from tabsparse.training.selection import SELECTION_BUDGET
 
-__all__ = ["RefitImportances", "RefitSelector", "refit_importances"]
+__all__ = ["RefitImportances", "refit_importances"]
 
 
 @dataclass(frozen=True)
@@ -86,34 +83,6 @@ class RefitImportances:
         order = np.argsort(-mean, kind="stable")[:k]
         return [(self.feature_names[j], float(mean[j]), float(std[j])) for j in order]
 
-    def fit_selector(
-        self,
-        X: Any,
-        *,
-        budget: float = SELECTION_BUDGET,
-        n_iter: int = 2400,
-        random_state: Any = None,
-    ) -> RefitSelector:
-        """A learned per-row column selector for each refit (each estimator's
-        ``fit_selector(X, ...)``), whose :meth:`RefitSelector.explain` averages their
-        probabilities over the refits: which columns a row needs *across* fits, with their
-        spread. A column that one weaker fit barely uses is still selected where the others
-        need it (quality round 25: on Syn4, three refits' mean selection held 95-97% of the
-        relevant columns where single fits ranged 85-99%). ``random_state``: None seeds each
-        refit's selector with that refit's seed; else every selector with it. Classifier and
-        regressor refits only (``TypeError`` for the pretrainer)."""
-        return RefitSelector(
-            [
-                est.fit_selector(
-                    X,
-                    budget=budget,
-                    n_iter=n_iter,
-                    random_state=seed if random_state is None else random_state,
-                )
-                for est, seed in zip(self.estimators, self.seeds, strict=True)
-            ]
-        )
-
     def to_frame(self):  # type: ignore[no-untyped-def]
         """A pandas DataFrame, one row per feature sorted by mean importance: ``importance``,
         ``std`` (standard error over the refits), ``negligible``, and one column per seed."""
@@ -130,35 +99,6 @@ class RefitImportances:
         for seed, row in zip(self.seeds, self.per_fit, strict=True):
             frame[f"seed {seed}"] = row
         return frame.sort_values("importance", ascending=False, kind="stable")
-
-
-class RefitSelector:
-    """What :meth:`RefitImportances.fit_selector` returns: one
-    :class:`~tabsparse.estimators._explaining.ColumnSelector` per refit (``selectors``)."""
-
-    def __init__(self, selectors: list[ColumnSelector]) -> None:
-        self.selectors = selectors
-
-    def __repr__(self) -> str:
-        return f"RefitSelector({len(self.selectors)} refits)"
-
-    def explain(self, X: Any, *, n_draws: int = 8, random_state: Any = 0) -> Selection:
-        """Which columns each row of ``X`` needs across the refits: ``probabilities`` the mean
-        over the refits' selectors, ``probabilities_std`` their standard deviation over the
-        refits (``ddof=1``), ``selected`` the mean's ``>= 0.5``, and ``residual`` the mean over
-        the refits of how far each one's prediction moves, over its own ``scale``, when the
-        columns not selected by the mean are drawn (``n_draws`` draws from its rows)."""
-        _check_count("n_draws", n_draws)
-        # each refit encodes X once, for its probabilities and its residual
-        inputs = [(s, s._network(), s.estimator._encoded_blocks(X)) for s in self.selectors]
-        per_fit = np.stack([s._each_probabilities(net, b).mean(axis=0) for s, net, b in inputs])
-        mean = per_fit.mean(axis=0)
-        keep = mean >= 0.5
-        residual = np.mean(
-            [s._residual(net, b, keep, int(n_draws), random_state) for s, net, b in inputs], axis=0
-        )
-        names = list(self.selectors[0].estimator.encoder_.feature_names)
-        return Selection(mean, residual, names, per_fit.std(axis=0, ddof=1))
 
 
 def refit_importances(
@@ -222,7 +162,7 @@ def refit_importances(
         for s in chosen
     )
     rows = [_global(est, X_explain) for est in fitted]
-    names = [str(name) for name in fitted[0].encoder_.feature_names]
+    names = [str(name) for name in fitted[0].encoder_.input_names]
     return RefitImportances(np.stack(rows), chosen, names, list(fitted))
 
 

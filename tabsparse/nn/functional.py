@@ -436,7 +436,7 @@ def step_effects(decisions: Tensor, weight: Tensor, centre: Tensor | None) -> Te
 def output_size(change: Tensor, centre: Tensor | None) -> Tensor:
     """The size ``sum_o |(change @ C)_o|`` of a change of the outputs (last dimension), centred
     by ``centre`` (:func:`centring`; None: as it is): what a step's share of the outputs
-    (:func:`step_effects`) and a column's replacement (:mod:`tabsparse.training.effects`)
+    (:func:`step_effects`) and the column selector (:mod:`tabsparse.training.selection`)
     are measured by."""
     if centre is not None:  # a no-op cast where they already match
         change = change @ centre.to(device=change.device, dtype=change.dtype)

@@ -8,6 +8,9 @@
 :mod:`.checkpoints`    writing / reading checkpoints, weight snapshots
 :mod:`.predict`        eval-mode forward passes over all rows
 :mod:`.threads`        intra-op thread counts for training and inference
+:mod:`.shapley`        Shapley values of a network's outputs over column groups
+:mod:`.selection`      the learned per-row column selector
+:mod:`.places`         where a table's column is in a network's inputs
 =====================  ==========================================================
 """
 

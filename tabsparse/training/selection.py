@@ -15,20 +15,18 @@ drawn, over the background: so a column is worth keeping in a row when dropping 
 that row's prediction by more than about ``budget`` of a whole replacement's typical change.
 The softplus penalty (``-log(1 - p_j)``) keeps pushing on columns that are already kept: with
 ``p_j`` itself as the penalty (L2X, INVASE) a column whose probability saturates near one early
-is never dropped again, and the selector keeps both branches of a switch in every row
-(quality round 24). A row's selected columns are those with ``p_j >= 0.5``.
+is never dropped again, and the selector keeps both branches of a switch in every row. A row's
+selected columns are those with ``p_j >= 0.5``.
 
 Replacing by marginal draws rather than zeros keeps the selection from carrying information
 itself (the leak INVASE avoids: with zeros, *which* columns are kept could encode the label).
-Unlike the per-row effects of :mod:`tabsparse.training.effects`, one column at a time, the
-selector chooses a set, and being one smooth function of the row it keeps the columns of the
-row's regime even where one of them happens to matter little (``x2`` of ``x1 * x2`` where
-``x1`` is near zero).
+Being one smooth function of the row, the selector keeps the columns of the row's regime even
+where one of them happens to matter little (``x2`` of ``x1 * x2`` where ``x1`` is near zero).
 
-:func:`residual_change` measures how far a selection is from enough: the size of the change
-when the unselected columns are drawn, over ``scale``. Pure torch: the estimators'
-``fit_selector`` wraps it with table encoding and seeds. ``network`` is a
-:class:`~tabsparse.nn.network.TabNet` (or anything with its ``inputs`` and ``from_inputs``).
+Pure torch: the estimators train one at the end of ``fit`` (``explain(X).selected``).
+``network`` is a :class:`~tabsparse.nn.network.TabNet` (or anything with its ``inputs`` and
+``from_inputs``); a column is a list of places in its inputs (an expanded datetime column has
+several).
 """
 
 from __future__ import annotations
@@ -43,22 +41,20 @@ from torch import nn
 
 from tabsparse.nn import functional as F
 from tabsparse.training.batches import TensorData, batch_bounds
-from tabsparse.training.effects import ColumnPlace
+from tabsparse.training.places import ColumnPlace
 
 __all__ = [
     "SELECTION_BUDGET",
     "SelectorNet",
     "fit_selector",
-    "held_out_loss",
-    "residual_change",
     "selection_loss",
     "selection_probabilities",
 ]
 
 #: The gates' relaxation temperature while training.
 TEMPERATURE = 0.5
-#: The default ``budget`` (chosen on seed 0 of the synthetic tables of ``bench_explain.py``
-#: from 0.01, 0.02 and 0.05 before the three-seed run: quality round 24).
+#: The default ``budget`` (chosen from 0.01, 0.02 and 0.05 on the synthetic tables of
+#: ``bench_explain.py``).
 SELECTION_BUDGET = 0.02
 
 
@@ -87,6 +83,32 @@ class SelectorNet(nn.Module):
     def forward(self, channels: torch.Tensor) -> torch.Tensor:
         return self.layers(channels)
 
+    def state(self) -> dict[str, Any]:
+        """The weights, ``channel_column`` (numpy, on the CPU) and ``scale``: what
+        :meth:`from_state` rebuilds the selector from."""
+        out: dict[str, Any] = {
+            name: value.detach().cpu().numpy().copy() for name, value in self.state_dict().items()
+        }
+        out["scale"] = float(self.scale)
+        return out
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> SelectorNet:
+        """The selector :meth:`state` describes (a ``ValueError`` for one it cannot be), built
+        without drawing initial weights (the global random state is left as it was)."""
+        try:
+            first, last = state["layers.0.weight"], state["layers.4.weight"]
+            hidden, n_channels = first.shape
+            n_columns = last.shape[0]
+            with torch.device("meta"):
+                net = cls(n_channels, [0] * n_channels, n_columns, hidden)
+            tensors = {k: torch.as_tensor(v) for k, v in state.items() if k != "scale"}
+            net.load_state_dict(tensors, strict=True, assign=True)
+        except (KeyError, AttributeError, ValueError, RuntimeError, TypeError) as exc:
+            raise ValueError(f"not the state of a column selector: {exc}") from exc
+        net.scale = float(state["scale"])
+        return net.eval()
+
     def reset_parameters(self, generator: torch.Generator) -> None:
         """PyTorch's default ``Linear`` initialisation, from ``generator``."""
         for layer in self.layers:
@@ -100,7 +122,7 @@ class SelectorNet(nn.Module):
 def fit_selector(
     network: Any,
     background: TensorData,
-    columns: Sequence[ColumnPlace],
+    columns: Sequence[Sequence[ColumnPlace]],
     *,
     budget: float,
     n_iter: int,
@@ -112,11 +134,11 @@ def fit_selector(
 ) -> SelectorNet:
     """Train a :class:`SelectorNet` for ``network`` on the rows of ``background`` (module
     docstring): ``n_iter`` Adam steps on batches of ``batch_size`` rows, each column of each row
-    drawn from an independent background row. ``columns`` gives each selected column's place,
-    in the order of the selector's outputs. ``scale``: the unit of the loss, measured on the
-    background when None (selectors trained to be averaged share one). ``network``'s weights,
-    mode and gradient flags are left as they were; the selector is on the network's device, in
-    eval mode."""
+    drawn from an independent background row. ``columns`` gives each selected column's places
+    in the network's inputs (all of them once), in the order of the selector's outputs.
+    ``scale``: the unit of the loss, measured on the background when None. ``network``'s
+    weights, mode and gradient flags are left as they were; the selector is on the network's
+    device, in eval mode."""
     if not (budget > 0 and math.isfinite(budget)):
         raise ValueError(f"{budget=} must be a positive number")
     if n_iter < 1:
@@ -169,8 +191,7 @@ def selection_loss(
     """The selector's objective for each row of ``x`` (input channels ``(n, n_channels)``),
     ``(n,)``: ``size(f(x_z) - f(x)) / scale + budget * sum_j softplus(logit_j)`` with relaxed
     gates ``z`` and each column drawn from its own random row of ``pool`` (input channels).
-    What :func:`fit_selector` minimises (with gradients to the selector), and what
-    :func:`held_out_loss` averages on other rows."""
+    What :func:`fit_selector` minimises (with gradients to the selector)."""
     index = selector.channel_column.to(x.device)
     drawn = _drawn(pool, index, len(x), selector.n_columns, generator)
     logits = selector(x)
@@ -181,35 +202,6 @@ def selection_loss(
     moved = _outputs(network, gate * x + (1 - gate) * drawn)
     change = F.output_size(moved - base, getattr(network, "output_centre", None))
     return change / selector.scale + budget * nn.functional.softplus(logits).sum(dim=1)
-
-
-@torch.no_grad()
-def held_out_loss(
-    network: Any,
-    selector: SelectorNet,
-    data: TensorData,
-    background: TensorData,
-    *,
-    budget: float,
-    n_draws: int,
-    generator: torch.Generator,
-    batch_size: int = 16384,
-) -> float:
-    """The mean of :func:`selection_loss` over the rows of ``data`` and ``n_draws`` draws of
-    the gates and of the replacement values (from ``background``): how well the selector
-    fits its objective on rows it was not trained on (lower is better)."""
-    _check_draws(n_draws)
-    total = 0.0
-    with _evaluating(network):
-        pool = _input_channels(network, background, batch_size)
-        for start, stop in batch_bounds(len(data), batch_size):
-            x = _input_channels(network, data.take(slice(start, stop)), batch_size)
-            for _ in range(n_draws):
-                loss = selection_loss(
-                    network, selector, x, pool, budget=budget, generator=generator
-                )
-                total += float(loss.sum())
-    return total / (len(data) * n_draws)
 
 
 @torch.no_grad()
@@ -227,41 +219,6 @@ def selection_probabilities(
 
 
 @torch.no_grad()
-def residual_change(
-    network: Any,
-    selector: SelectorNet,
-    data: TensorData,
-    background: TensorData,
-    keep: torch.Tensor,
-    *,
-    n_draws: int,
-    generator: torch.Generator,
-    batch_size: int = 16384,
-) -> torch.Tensor:
-    """How far each row's outputs move, over the selector's ``scale``, when the columns not in
-    ``keep`` (bool ``(n_rows, n_columns)``) are drawn from ``background``: the mean over
-    ``n_draws`` draws, ``(n_rows,)`` float32 on the CPU. 0 where every column is kept."""
-    _check_draws(n_draws)
-    with _evaluating(network):
-        pool = _input_channels(network, background, batch_size)
-        index = selector.channel_column.to(pool.device)
-        centre = getattr(network, "output_centre", None)
-        out = torch.zeros(len(data))
-        for start, stop in batch_bounds(len(data), batch_size):
-            chunk = data.take(slice(start, stop))
-            x = network.inputs(chunk.numeric, chunk.codes).float()
-            kept = keep[start:stop].to(x.device)[:, index]
-            base = _outputs(network, x)
-            total = torch.zeros(len(x), device=x.device)
-            for _ in range(n_draws):
-                drawn = _drawn(pool, index, len(x), selector.n_columns, generator)
-                moved = _outputs(network, torch.where(kept, x, drawn))
-                total += F.output_size(moved - base, centre)
-            out[start:stop] = (total / n_draws).cpu()
-    return out / selector.scale
-
-
-@torch.no_grad()
 def _input_channels(network: Any, data: TensorData, batch_size: int = 16384) -> torch.Tensor:
     """The input channels of every row of ``data`` ``(n, n_channels)`` float32, on its device."""
     parts = []
@@ -272,17 +229,19 @@ def _input_channels(network: Any, data: TensorData, batch_size: int = 16384) -> 
 
 
 def _channels(
-    network: Any, background: TensorData, columns: Sequence[ColumnPlace]
+    network: Any, background: TensorData, columns: Sequence[Sequence[ColumnPlace]]
 ) -> tuple[torch.Tensor, list[int]]:
     """The background's input channels (computed once, without gradients) and the position in
     ``columns`` of each channel's column."""
     inputs = network.inputs
     owner = [-1] * inputs.output_dim
-    for c, (kind, position) in enumerate(columns):
-        for ch in range(inputs.output_dim)[inputs.channels(kind, position)]:
-            owner[ch] = c
-    if -1 in owner or len(set(columns)) != len(columns):
-        raise ValueError("columns must name every input column once")
+    places = [place for column in columns for place in column]
+    for c, column in enumerate(columns):
+        for kind, position in column:
+            for ch in range(inputs.output_dim)[inputs.channels(kind, position)]:
+                owner[ch] = c
+    if -1 in owner or len(set(places)) != len(places) or not all(columns):
+        raise ValueError("columns must name every place of the network's inputs once")
     with _evaluating(network):
         channels = _input_channels(network, background)
     return channels, owner
@@ -297,11 +256,6 @@ def _evaluating(network: Any) -> Iterator[None]:
         yield
     finally:
         network.train(was_training)
-
-
-def _check_draws(n_draws: int) -> None:
-    if n_draws < 1:
-        raise ValueError(f"{n_draws=} must be >= 1")
 
 
 def _drawn(

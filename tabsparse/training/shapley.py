@@ -52,7 +52,7 @@ import torch
 from torch import nn
 
 from tabsparse.training.batches import TensorData, batch_bounds
-from tabsparse.training.effects import ColumnPlace, check_places
+from tabsparse.training.places import ColumnPlace, check_places
 from tabsparse.training.threads import inference_threads, intra_op_threads
 
 __all__ = ["Attributions", "exact_shapley", "sampled_shapley", "shapley_weights"]
