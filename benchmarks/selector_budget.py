@@ -1,7 +1,8 @@
-"""How few training steps (and rows) ``fit_selector`` needs, and what it costs next to the fit
-(issue 45: "the explanation learned during fit adds at most 25% to the fit time of the
-defaults"; the default ``explain(X).selected`` at TPR >= 95 / FDR <= 10 on Syn4-6, and
-TPR >= 90 / FDR <= 15 with ten extra noise columns).
+"""How many training steps, at which learning rate, the column selector a fit learns needs, and
+what it costs next to the fit: the measurement behind ``SELECTOR_STEPS`` and ``SELECTOR_LR``
+(``tabsparse/estimators/_explaining.py``) and issue 45's goals (the default
+``explain(X).selected`` at TPR >= 95 / FDR <= 10 on Syn4-6, TPR >= 90 / FDR <= 15 with ten extra
+noise columns; the explanation learned during fit at most 25% of the fit's time).
 
 For Syn4, Syn5 and Syn6 (``explain_metrics.make_syn``, data seed 0, 10,000 training and 10,000
 test rows), each as it is and with ten extra columns of independent standard-normal noise
@@ -9,15 +10,14 @@ test rows), each as it is and with ten extra columns of independent standard-nor
 the same rows):
 
 1. ``TabNetClassifier(random_state=3)`` with the library's defaults (seed 3: a fit the
-   benchmark's tables never used): its process CPU seconds and test AUC;
-2. ``est.fit_selector(X_train, n_iter=k, random_state=0)`` for each ``k`` of ``--n-iter``, and
-   once on a random 2,000-row subsample of the training rows (``--sub-n-iter``): its CPU
-   seconds, their ratio to the fit's, and the TPR / FDR of ``explain(X_test).selected``
-   (probability >= 0.5) against the truth, scored as ``bench_explain.py`` scores them
-   (``explain_metrics.selection_figures``);
-3. ``ColumnSelector.explain`` of the 10,000 test rows as it is (its residual takes
-   ``n_draws=8`` draws by default) and with ``n_draws=1``, against ``est.predict_proba`` of
-   the same rows (best of three, CPU seconds).
+   benchmark's tables never used): its process CPU seconds (selector included), test AUC and
+   the TPR / FDR of its own ``explain(X_test).selected``;
+2. the core's ``tabsparse.training.selection.fit_selector`` trained against that fitted
+   network as the fit trains it (the same budget, batch, and ``SELECTOR_ROWS`` training rows),
+   for each learning rate of ``--lr`` and each number of steps of ``--n-iter``, with the
+   selector seeds of ``--selector-seeds``: its CPU seconds, their ratio to the fit's, and the
+   TPR / FDR of its selection (probability >= 0.5) of the test rows against the truth, scored
+   as ``bench_explain.py`` scores them (``explain_metrics.tpr_fdr``).
 
 Everything runs on one CPU thread (``OMP_NUM_THREADS=1``, ``torch.set_num_threads(1)``); the
 times are process CPU seconds (``time.process_time()``), which a shared machine disturbs less
@@ -25,7 +25,8 @@ than wall time. Rows go to ``results/selector_budget.json``; the table to the
 ``## Selector budget`` section of ``benchmarks/README.md``::
 
     python benchmarks/selector_budget.py
-    python benchmarks/selector_budget.py --tables Syn5 --noise-tables --n-iter 300 --no-write
+    python benchmarks/selector_budget.py --tables Syn5 --noise-tables --n-iter 50 --no-write
+    python benchmarks/selector_budget.py --render   # the section from the stored JSON
 """
 
 from __future__ import annotations
@@ -50,11 +51,13 @@ import numpy as np
 import pandas as pd
 import torch
 from _readme import cpu_model, load_average, write_section
-from explain_metrics import N_SYN_FEATURES, SYN, make_syn, selection_figures
+from explain_metrics import N_SYN_FEATURES, SYN, make_syn, tpr_fdr
 from sklearn.metrics import roc_auc_score
 
 import tabsparse
 from tabsparse import TabNetClassifier
+from tabsparse.estimators import _explaining as chosen
+from tabsparse.training.selection import SELECTION_BUDGET, fit_selector, selection_probabilities
 
 HERE = Path(__file__).resolve().parent
 README = HERE / "README.md"
@@ -108,67 +111,75 @@ def cpu_time(fn: Callable[[], Any], repeats: int = 1) -> tuple[float, Any]:
     return best, out
 
 
-def run(name: str, noise: int, n_iters: list[int], sub_rows: int, sub_n_iter: int) -> list[dict]:
+def run(name: str, noise: int, n_iters: list[int], lrs: list[float], seeds: list[int]) -> list:
     Xtr, ytr, Xte, yte, rel = table(name, noise)
     head: dict[str, Any] = {"table": name, "noise_columns": noise}
     model = TabNetClassifier(random_state=FIT_SEED, device="cpu")
     fit_s, est = cpu_time(lambda: model.fit(Xtr, ytr))
-    proba_s, proba = cpu_time(lambda: est.predict_proba(Xte), repeats=3)
+    own_tpr, own_fdr = tpr_fdr(est.explain(Xte).selected.astype(float), rel)
     head |= {
         "fit_cpu_s": round(fit_s, 2),
         "epochs": int(est.n_iter_),
-        "auc": float(roc_auc_score(yte, proba[:, 1])),
+        "auc": float(roc_auc_score(yte, est.predict_proba(Xte)[:, 1])),
+        "fit_tpr": own_tpr,
+        "fit_fdr": own_fdr,
     }
     print(json.dumps(head), flush=True)
-    sub = np.sort(np.random.default_rng(0).choice(N_TRAIN, sub_rows, replace=False))
-    runs = [(k, Xtr) for k in n_iters] + [(sub_n_iter, Xtr.iloc[sub].reset_index(drop=True))]
-    rows, timed = [], None
-    for k, rows_X in runs:
-        sel_s, selector = cpu_time(
-            lambda k=k, R=rows_X: est.fit_selector(R, n_iter=k, random_state=SELECTOR_SEED)
-        )
-        explain_s, got = cpu_time(lambda s=selector: s.explain(Xte, random_state=0))
-        row = {
-            **head,
-            "n_iter": k,
-            "selector_rows": len(rows_X),
-            "selector_cpu_s": round(sel_s, 2),
-            "ratio_to_fit": sel_s / fit_s,
-            **selection_figures(got, rel),
-            "explain_cpu_s": round(explain_s, 3),
-        }
-        rows.append(row)
-        if rows_X is Xtr:
-            timed = selector
-        print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}))
-    # the explain-vs-predict_proba timing: the last full-rows selector (explain's cost does not
-    # depend on n_iter), as it is (n_draws=8) and with one draw
-    assert timed is not None, "no selector on the full training rows"
-    explain8_s, _ = cpu_time(lambda: timed.explain(Xte, random_state=0), repeats=3)
-    explain1_s, _ = cpu_time(lambda: timed.explain(Xte, n_draws=1, random_state=0), repeats=3)
-    timing = {
-        "predict_proba_cpu_s": round(proba_s, 4),
-        "explain_cpu_s_n_draws_8": round(explain8_s, 4),
-        "explain_cpu_s_n_draws_1": round(explain1_s, 4),
-        "explain_over_predict_8": explain8_s / proba_s,
-        "explain_over_predict_1": explain1_s / proba_s,
-    }
-    print(json.dumps(timing), flush=True)
-    for row in rows:
-        row |= timing
+    data = est._tensor_data(est._encode(Xtr), None, None, est.device_)
+    test = est._tensor_data(est._encode(Xte), None, None, est.device_)
+    idx = np.sort(np.random.default_rng(0).choice(len(data), chosen.SELECTOR_ROWS, replace=False))
+    pool = data.take(torch.from_numpy(idx))
+    columns = est._input_columns()
+    rows = []
+    for lr in lrs:
+        for k in n_iters:
+            for seed in seeds:
+                sel_s, net = cpu_time(
+                    lambda k=k, lr=lr, seed=seed: fit_selector(
+                        est.network_,
+                        pool,
+                        columns,
+                        budget=SELECTION_BUDGET,
+                        n_iter=k,
+                        generator=torch.Generator().manual_seed(seed),
+                        batch_size=chosen.SELECTOR_BATCH,
+                        lr=lr,
+                    )
+                )
+                selected = selection_probabilities(est.network_, net, test).numpy() >= 0.5
+                tpr, fdr = tpr_fdr(selected.astype(float), rel)
+                row = {
+                    **head,
+                    "lr": lr,
+                    "n_iter": k,
+                    "selector_seed": seed,
+                    "selector_cpu_s": round(sel_s, 2),
+                    "ratio_to_fit": sel_s / fit_s,
+                    "tpr": tpr,
+                    "fdr": fdr,
+                    "n_selected": float(selected.sum(1).mean()),
+                }
+                rows.append(row)
+                print(
+                    json.dumps(
+                        {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}
+                    )
+                )
     return rows
 
 
-def meeting(rows: list[dict], name: str, noise: int) -> str:
-    """The ``n_iter`` on all training rows that meet the goal, with their ratios."""
-    tpr_min, fdr_max = GOALS[noise if noise in GOALS else N_NOISE]
-    got = [
-        f"{r['n_iter']} (ratio {r['ratio_to_fit']:.2f})"
-        for r in sorted(rows, key=lambda r: r["n_iter"])
-        if r["table"] == name and r["noise_columns"] == noise and r["selector_rows"] == N_TRAIN
-        if r["tpr"] >= tpr_min and r["fdr"] <= fdr_max
-    ]
-    return ", ".join(got) or "none of those run"
+def _cells(rows: list[dict]) -> str:
+    """Mean TPR / FDR (and the worst of each) over the selector seeds of ``rows``."""
+    tpr, fdr = [r["tpr"] for r in rows], [r["fdr"] for r in rows]
+    return f"{np.mean(tpr):.1f} / {np.mean(fdr):.1f} (worst {min(tpr):.1f} / {max(fdr):.1f})"
+
+
+def meets(rows: list[dict]) -> bool:
+    """Whether every seed of one setting on one table meets the goal (False for none run)."""
+    if not rows:
+        return False
+    tpr_min, fdr_max = GOALS[rows[0]["noise_columns"]]
+    return all(r["tpr"] >= tpr_min and r["fdr"] <= fdr_max for r in rows)
 
 
 def render(meta: dict, rows: list[dict]) -> str:
@@ -179,51 +190,55 @@ def render(meta: dict, rows: list[dict]) -> str:
         f"Syn4-6 (data seed 0, {N_TRAIN:,} training and {N_TEST:,} test rows), as they are and "
         f"with {N_NOISE} extra independent standard-normal columns (never relevant). The model: "
         f"`TabNetClassifier(random_state={FIT_SEED})`, the defaults (a seed the benchmark's "
-        "tables never used). The selector: `est.fit_selector(X, n_iter=k, "
-        f"random_state={SELECTOR_SEED})` (budget 0.02, one selector) on the training rows, or on "
-        "a random subsample of them (*rows*); TPR / FDR % of `explain(X_test).selected` "
-        "(probability >= 0.5) against the truth, as `bench_explain.py` scores them. CPU s: "
-        "process CPU seconds on one thread (the machine was shared with other jobs, so wall "
-        "time would say little); *ratio*: the selector's CPU seconds over the fit's.",
+        "tables never used); *fit*: its CPU seconds (its own selector included) and the TPR / "
+        "FDR % of its `explain(X_test).selected`. Then selectors trained against the same "
+        "network as the fit trains them (budget, batch and rows), by learning rate and steps: "
+        "TPR / FDR % of their selection of the test rows (mean over the selector seeds, and the "
+        "worst), and *ratio*: a selector's CPU seconds over the fit's. The process CPU seconds "
+        "of one thread (the machine was shared with other jobs, so wall time would say little).",
         "",
-        "| table | extra columns | fit CPU s | epochs | AUC | n_iter | rows | selector CPU s "
-        "| ratio | TPR % | FDR % | selected / row |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in rows:
-        lines.append(
-            f"| {r['table']} | {r['noise_columns']} | {r['fit_cpu_s']:.1f} | {r['epochs']} "
-            f"| {r['auc']:.3f} | {r['n_iter']} | {r['selector_rows']:,} "
-            f"| {r['selector_cpu_s']:.1f} | {r['ratio_to_fit']:.2f} | {r['tpr']:.1f} "
-            f"| {r['fdr']:.1f} | {r['n_selected']:.2f} |"
+    keys = sorted({(r["lr"], r["n_iter"]) for r in rows})
+    lines += [
+        "| table | extra columns | fit CPU s | AUC | fit TPR / FDR % | "
+        + " | ".join(f"lr {lr:g}, {k} steps" for lr, k in keys)
+        + " |",
+        "|---|---:|---:|---:|---|" + "---|" * len(keys),
+    ]
+    tables = list(dict.fromkeys((r["table"], r["noise_columns"]) for r in rows))
+    for name, noise in tables:
+        mine = [r for r in rows if (r["table"], r["noise_columns"]) == (name, noise)]
+        h = mine[0]
+        cells = [
+            name,
+            str(noise),
+            f"{h['fit_cpu_s']:.1f}",
+            f"{h['auc']:.3f}",
+            f"{h['fit_tpr']:.1f} / {h['fit_fdr']:.1f}",
+        ]
+        for key in keys:
+            got = [r for r in mine if (r["lr"], r["n_iter"]) == key]
+            ratio = np.mean([r["ratio_to_fit"] for r in got]) if got else float("nan")
+            cells.append(f"{_cells(got)}, ratio {ratio:.2f}" if got else "")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Settings whose every seed meets issue 45's goal on every table run:", ""]
+    for key in keys:
+        ok = sum(
+            meets(
+                [
+                    r
+                    for r in rows
+                    if (r["table"], r["noise_columns"], r["lr"], r["n_iter"]) == t + key
+                ]
+            )
+            for t in tables
         )
+        lines.append(f"- lr {key[0]:g}, {key[1]} steps: {ok} of {len(tables)} tables")
     lines += [
         "",
-        "`ColumnSelector.explain` of the 10,000 test rows against `est.predict_proba` of them "
-        "(CPU s, best of three): as it is, with its residual's 8 draws, and with `n_draws=1`.",
-        "",
-        "| table | extra columns | predict_proba s | explain s | ratio | explain s, 1 draw "
-        "| ratio |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        f"The library's choice: {meta['steps']} steps at lr {meta['lr']:g} (at most "
+        f"{meta['share']:.0%} of the rows the fit trained on).",
     ]
-    seen: dict[tuple[str, int], None] = {}
-    for r in rows:
-        key = (r["table"], r["noise_columns"])
-        if key in seen:
-            continue
-        seen[key] = None
-        lines.append(
-            f"| {r['table']} | {r['noise_columns']} | {r['predict_proba_cpu_s']:.3f} "
-            f"| {r['explain_cpu_s_n_draws_8']:.3f} | {r['explain_over_predict_8']:.1f} "
-            f"| {r['explain_cpu_s_n_draws_1']:.3f} | {r['explain_over_predict_1']:.1f} |"
-        )
-    lines += ["", "n_iter (all training rows) meeting issue 45's goal, smallest first:", ""]
-    for name, noise in seen:
-        tpr_min, fdr_max = GOALS[noise if noise in GOALS else N_NOISE]
-        lines.append(
-            f"- {name}, {noise} extra columns (TPR >= {tpr_min:.0f}, FDR <= {fdr_max:.0f}): "
-            f"{meeting(rows, name, noise)}"
-        )
     return "\n".join(lines) + "\n"
 
 
@@ -233,9 +248,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--noise-tables", nargs="*", default=["Syn4", "Syn5", "Syn6"], help="with noise columns"
     )
-    parser.add_argument("--n-iter", nargs="+", type=int, default=[150, 300, 600, 1200, 2400])
-    parser.add_argument("--sub-rows", type=int, default=2_000)
-    parser.add_argument("--sub-n-iter", type=int, default=600)
+    parser.add_argument("--n-iter", nargs="+", type=int, default=[25, 50, 100, 150])
+    parser.add_argument("--lr", nargs="+", type=float, default=[1e-3, 1e-2])
+    parser.add_argument("--selector-seeds", nargs="+", type=int, default=[0, 1])
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--readme", type=Path, default=README)
     parser.add_argument("--no-write", action="store_true", help="store nothing")
@@ -253,6 +268,9 @@ def main(argv: list[str] | None = None) -> None:
         "cpu": cpu_model(),
         "date": _dt.date.today().isoformat(),
         "command": " ".join(["python", "benchmarks/selector_budget.py", *sys.argv[1:]]),
+        "steps": chosen.SELECTOR_STEPS,
+        "lr": chosen.SELECTOR_LR,
+        "share": chosen.SELECTOR_SHARE,
         "machine": f"CPU: {cpu_model()}, 1 thread (torch and OpenMP); torch "
         f"{torch.__version__}, Python {platform.python_version()}; {_dt.date.today()}"
         + (f"; load average {load:.2f} at start" if load is not None else ""),
@@ -261,7 +279,7 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[dict] = []
     jobs = [(n, 0) for n in args.tables] + [(n, N_NOISE) for n in args.noise_tables]
     for name, noise in jobs:
-        rows += run(name, noise, args.n_iter, args.sub_rows, args.sub_n_iter)
+        rows += run(name, noise, args.n_iter, args.lr, args.selector_seeds)
         if not args.no_write:  # after each table, so a cut-off run keeps what it made
             args.out.parent.mkdir(exist_ok=True)
             args.out.write_text(json.dumps({**meta, "rows": rows}, indent=1) + "\n")

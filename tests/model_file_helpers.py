@@ -164,11 +164,14 @@ def assert_same_model(a: Any, b: Any, X: Any) -> None:
         if isinstance(value, np.ndarray):
             assert other.dtype == value.dtype, name
             np.testing.assert_array_equal(other, value, err_msg=name)
-        elif name == "background_":  # encoded rows: arrays by name
+        elif name in ("background_", "selector_"):  # arrays (and a scale) by name
             assert set(other) == set(value), name
             for part, rows in value.items():
-                assert other[part].dtype == rows.dtype, name
-                np.testing.assert_array_equal(other[part], rows, err_msg=f"{name}[{part}]")
+                if isinstance(rows, np.ndarray):
+                    assert other[part].dtype == rows.dtype, name
+                    np.testing.assert_array_equal(other[part], rows, err_msg=f"{name}[{part}]")
+                else:
+                    assert other[part] == rows, f"{name}[{part}]"
         else:
             assert other == value, name
     assert b.encoder_.to_dict() == a.encoder_.to_dict()

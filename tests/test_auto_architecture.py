@@ -13,7 +13,7 @@ import pytest
 
 from tabsparse import TabNetClassifier, TabNetPretrainer, TabNetRegressor, load, save
 from tabsparse.estimators import _auto
-from tabsparse.estimators._persistence import _check_common
+from tabsparse.estimators._fitted_checks import check_common as _check_common
 
 SMALL = dict(max_epochs=2, n_d=8, n_a=8, n_steps=2, random_state=0, device="cpu")
 AUTO = dict(n_members="auto", numeric_embedding="auto")

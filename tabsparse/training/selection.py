@@ -148,7 +148,8 @@ def fit_selector(
     channels, channel_column = _channels(network, background, columns)
     device = channels.device
     n = channels.shape[0]
-    selector = SelectorNet(channels.shape[1], channel_column, len(columns), hidden)
+    with torch.random.fork_rng(devices=[]):  # the layers' default initial draws: undone
+        selector = SelectorNet(channels.shape[1], channel_column, len(columns), hidden)
     selector.reset_parameters(generator)
     selector.to(device)
     was_training = network.training
