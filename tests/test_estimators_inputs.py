@@ -129,7 +129,7 @@ def test_sparse_fit_predict_explain_equal_the_dense_fit(fmt: str) -> None:
 
 
 def test_sparse_prediction_is_encoded_block_by_block(monkeypatch: pytest.MonkeyPatch) -> None:
-    import tabsparse.estimators._base as base
+    import tabsparse.estimators._tables as base
 
     X, y = sparse_data(n=300)
     model = TabNetRegressor(**TINY).fit(X, y.astype(float))
@@ -154,7 +154,7 @@ def test_sparse_prediction_is_encoded_block_by_block(monkeypatch: pytest.MonkeyP
 def test_pretrainer_takes_sparse_input_as_the_dense_table(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import tabsparse.estimators._base as base
+    import tabsparse.estimators._tables as base
 
     X, _ = sparse_data(n=300)
     dense = X.toarray()

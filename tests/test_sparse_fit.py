@@ -13,8 +13,8 @@ from conftest import TINY_FIT
 
 import tabsparse.data.encoder as encoder_module
 import tabsparse.data.sparse as sparse_module
-import tabsparse.estimators._base as base_module
 import tabsparse.estimators._explaining as explaining_module
+import tabsparse.estimators._tables as base_module
 from tabsparse import TabNetClassifier, TabNetPretrainer, TabNetRegressor
 from tabsparse.data import TableEncoder
 from tabsparse.data.sparse import CSRRows, as_csr, encode_sparse_rows, fit_sparse_rows

@@ -141,10 +141,11 @@ vocabulary holds both bools and numbers.
 from __future__ import annotations
 
 from tabsparse.data.categories import Category
+from tabsparse.data.column_checks import describe_columns
 from tabsparse.data.column_warnings import ColumnWarning, DriftWarning
 from tabsparse.data.datetimes import DATETIME_PARTS
 from tabsparse.data.encoded import CODE_MISSING, CODE_OFFSET, CODE_UNSEEN, EncodedTable
-from tabsparse.data.encoder import EncoderNotFittedError, TableEncoder, describe_columns
+from tabsparse.data.encoder import EncoderNotFittedError, TableEncoder
 from tabsparse.data.frames import as_pandas
 from tabsparse.data.sparse import SPARSE_BLOCK_ROWS, is_sparse_matrix
 from tabsparse.data.state import STATE_VERSION

@@ -11,6 +11,8 @@
 :mod:`._inputs`            the devices and tables the estimators accept, checked
 :mod:`._finetune`          ``pretrained=``: starting from a pretrainer's weights
 :mod:`._auto`              the "auto" rules of the architecture
+:mod:`._tables`            checking and encoding the tables of a fit and after it
+:mod:`._scoring`           the validation score of a scikit-learn ``scoring``
 :mod:`._explaining`        ``explain``, the importances, the column selector and background
 :mod:`._refits`            :func:`tabsparse.refit_importances`
 :mod:`._persistence`       estimators <-> model files (``tabsparse.save`` / ``load``)

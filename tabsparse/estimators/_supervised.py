@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from tabsparse._compat import HasMethods, Interval, StrOptions
@@ -44,6 +43,7 @@ from tabsparse.estimators._inputs import (
     is_on_disk,
     open_on_disk,
 )
+from tabsparse.estimators._scoring import ValidationScore
 from tabsparse.estimators._targets import Target, target_of
 from tabsparse.nn.encoder import FIRST_MASKS
 from tabsparse.nn.network import TabNet
@@ -268,7 +268,7 @@ class TabNetSupervised(TabNetBase):
 
         scorer = get_scorer(self.scoring) if isinstance(self.scoring, str) else self.scoring
         name = self.scoring if isinstance(self.scoring, str) else "val_score"
-        return _ValidationScore(self, scorer, name)
+        return ValidationScore(self, scorer, name)
 
     # ---- hooks of the fit template -------------------------------------------------------------
     def _check_fit_arguments(self, y: Any, X_val: Any, y_val: Any) -> None:
@@ -585,48 +585,3 @@ def _user_stacklevel() -> int:
             break
         level, frame = level + 1, frame.f_back
     return level
-
-
-class _ValidationScore:
-    """The trainer's score function for a scikit-learn scorer: ``(logits, data) -> score`` of
-    the validation rows. ``name`` (the ``scoring`` string, or "val_score" for a callable) is what
-    the progress bar shows the score as."""
-
-    def __init__(self, owner: Any, scorer: Any, name: str) -> None:
-        self.target = owner._target()
-        self.owner = owner
-        self.scorer = scorer
-        self.name = name
-
-    def __call__(self, logits: torch.Tensor, data: TensorData) -> float:
-        assert data.target is not None
-        y_true = self.target.true_values(data.target)
-        view = _FrozenOutputs(self.owner, self.target.outputs(logits))
-        weight = None if data.weight is None else data.weight.cpu().numpy()
-        kwargs = {} if weight is None else {"sample_weight": weight}
-        return float(self.scorer(view, np.empty((len(y_true), 0)), y_true, **kwargs))
-
-
-class _FrozenOutputs(BaseEstimator):
-    """Stands in for the estimator inside a scorer, answering with precomputed outputs."""
-
-    def __init__(self, owner: Any = None, outputs: dict[str, np.ndarray] | None = None) -> None:
-        self.owner = owner
-        self.outputs = outputs
-
-    def __getattr__(self, name: str) -> Any:
-        outputs = self.__dict__.get("outputs") or {}
-        if name in outputs:
-            value = outputs[name]
-
-            def respond(X: Any) -> np.ndarray:
-                return value
-
-            respond.__name__ = name
-            return respond
-        if name == "classes_" and hasattr(self.__dict__.get("owner"), "classes_"):
-            return self.__dict__["owner"].classes_
-        raise AttributeError(name)
-
-    def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
-        return self.owner.__sklearn_tags__()  # type: ignore[union-attr]
