@@ -240,6 +240,7 @@ def test_fit_densifies_one_batch_or_block_at_a_time(
     monkeypatch.setattr(sparse_module, "SPARSE_BLOCK_ROWS", block)  # encoder statistics
     monkeypatch.setattr(base_module, "SPARSE_BLOCK_ROWS", block)  # predict / explain
     monkeypatch.setattr(explaining_module, "IMPORTANCE_SAMPLE", sample)
+    monkeypatch.setattr(explaining_module, "SELECTOR_ROWS", 300)
     seen = Densified(monkeypatch)
     params = {**TINY, "batch_size": batch, "max_epochs": 2, "early_stopping": early_stopping}
     model = TabNetClassifier(**params).fit(X, (y > np.median(y)).astype(int))
@@ -247,9 +248,10 @@ def test_fit_densifies_one_batch_or_block_at_a_time(
     rows = seen.rows
     assert max(rows) <= block < X.shape[0]
     assert rows[:6] == [block] * 6  # the encoder's statistics, block by block
-    assert rows[-2] == sample  # the importance sample
-    assert rows[-1] == explaining_module.BACKGROUND_ROWS  # the attributions' background
-    epochs = rows[6:-2]
+    assert rows[-3] == sample  # the importance sample
+    assert rows[-2] == explaining_module.BACKGROUND_ROWS  # the attributions' background
+    assert rows[-1] == 300  # the column selector's rows
+    epochs = rows[6:-3]
     if early_stopping:  # each epoch: its batches, then the validation rows as one chunk
         assert [i for i, r in enumerate(epochs) if r == 300] == [
             len(epochs) // 2 - 1,
