@@ -19,6 +19,7 @@ import torch
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+import tabsparse.data.sparse as _sparse
 from tabsparse.explain import Explanation
 from tabsparse.importance import global_importances, sum_to_columns
 from tabsparse.nn.network import TabNet
@@ -333,7 +334,9 @@ class Explaining:
         work = SELECTOR_SHARE * int(getattr(self, "n_iter_", 1)) * n_train / SELECTOR_BATCH
         steps = max(1, min(SELECTOR_STEPS, math.ceil(work)))
         n = len(rows)
-        idx = np.sort(rng.choice(n, size=min(n, SELECTOR_ROWS), replace=False))
+        # at most one block of rows dense at a time (a sparse fit's promise)
+        size = min(n, SELECTOR_ROWS, _sparse.SPARSE_BLOCK_ROWS)
+        idx = np.sort(rng.choice(n, size=size, replace=False))
         pool = rows.take(torch.from_numpy(idx).to(rows.device))
         generator = torch.Generator().manual_seed(int(rng.integers(np.iinfo(np.int32).max)))
         try:
