@@ -55,8 +55,12 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import bench_quality as bq  # noqa: E402
 from _readme import cpu_model, load_average, write_section  # noqa: E402
+from quality_fits import run_model  # noqa: E402
+from quality_refs import load_predictions, prediction_path  # noqa: E402
+from quality_refs import variant as variant_tag  # noqa: E402
+from quality_store import git_commit, resolved_tabsparse_params  # noqa: E402
+from quality_tasks import DATASETS, SEED, TASK_BY_NAME, TASKS, TEST_CAP, TRAIN_CAP  # noqa: E402
 
 RESULTS = HERE / "results" / "paired.jsonl"
 SECTION = "## Paired test against pytorch-tabnet"
@@ -210,20 +214,15 @@ def pair_stored(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
 def resolve_file(dataset: str, spec: str, seed: int) -> Path:
     """The prediction file of ``spec`` on ``dataset``: ``"tabsparse"`` = its current defaults
     (the variant of the resolved parameters), any other name or ``name-<variant>`` literally."""
-    from quality_refs import prediction_path
-    from quality_refs import variant as variant_tag
-
     if spec == "tabsparse":
-        kind = bq.TASK_BY_NAME[dataset].kind
-        tag = variant_tag(bq.resolved_tabsparse_params(kind, {}))
+        kind = TASK_BY_NAME[dataset].kind
+        tag = variant_tag(resolved_tabsparse_params(kind, {}))
         return prediction_path(dataset, spec, seed, tag)
     return prediction_path(dataset, spec, seed)
 
 
 def compare_stored(a: str, b: str, names: list[str], seed: int) -> list[dict[str, Any]]:
     """Pair the stored predictions of ``a`` and ``b`` on every dataset that has both."""
-    from quality_refs import load_predictions
-
     rows = []
     for name in names:
         fa, fb = resolve_file(name, a, seed), resolve_file(name, b, seed)
@@ -255,7 +254,7 @@ def pair(
     models: tuple[str, str] = MODELS,
 ) -> dict[str, Any]:
     """The paired statistics of one dataset's two sets of test predictions."""
-    if bq.TASK_BY_NAME[name].kind == "regression":
+    if TASK_BY_NAME[name].kind == "regression":
         stats = paired_regression(y_test.to_numpy(dtype=float), ours, theirs)
     else:
         stats = paired_classification(y_test.astype(str).to_numpy(), ours, theirs)
@@ -266,7 +265,7 @@ def pair(
 
 def _fit(name: str, model: str, seed: int) -> dict[str, Any]:
     model = "tabsparse" if model == BASELINE else model
-    return bq.run_model(name, model, {}, bq.TRAIN_CAP, bq.TEST_CAP, seed=seed, predictions=True)
+    return run_model(name, model, {}, TRAIN_CAP, TEST_CAP, seed=seed, predictions=True)
 
 
 def _import_from(folder: str) -> None:
@@ -322,7 +321,7 @@ def render(rows: list[dict[str, Any]], seed: int, commit: str, load: float | Non
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", nargs="*", help="names (default: all found)")
-    parser.add_argument("--seed", type=int, default=bq.SEED)
+    parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-write", action="store_true", help="do not touch the README")
     parser.add_argument(
@@ -344,7 +343,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.a is not None:
         if args.tabsparse_from is not None:
             sys.path.insert(0, str(args.tabsparse_from.resolve()))
-        names = [t.dataset for t in bq.TASKS if not t.skip]
+        names = [t.dataset for t in TASKS if not t.skip]
         names = [n for n in names if not args.datasets or n in args.datasets]
         rows = compare_stored(args.a, args.b, names, args.seed)
         for r in rows:
@@ -358,17 +357,17 @@ def main(argv: list[str] | None = None) -> None:
     models: tuple[str, str] = MODELS if args.baseline is None else ("tabsparse", BASELINE)
     names = [
         t.dataset
-        for t in bq.TASKS
+        for t in TASKS
         if not t.skip
         and (not args.datasets or t.dataset in args.datasets)
-        and (bq.DATASETS / t.dataset / f"{t.dataset}.csv.gz").exists()
+        and (DATASETS / t.dataset / f"{t.dataset}.csv.gz").exists()
     ]
     if not names:
-        print(f"no datasets found under {bq.DATASETS}")
+        print(f"no datasets found under {DATASETS}")
         return
     load = load_average()
-    commit = bq.git_commit()
-    size = {n: (bq.DATASETS / n / f"{n}.csv.gz").stat().st_size for n in names}
+    commit = git_commit()
+    size = {n: (DATASETS / n / f"{n}.csv.gz").stat().st_size for n in names}
     jobs = sorted(((n, m) for n in names for m in models), key=lambda j: -size[j[0]])
     preds: dict[tuple[str, str], np.ndarray] = {}
     paired: dict[str, dict[str, Any]] = {}

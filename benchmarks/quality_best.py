@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 from _readme import cpu_model
+from bench_paired import pair_stored
 from quality_refs import load_predictions, prediction_path
+from quality_store import find_stored, load_results
 
 SECTION = "## Quality against the best tabular models"
 GBDTS = ("hgb", "lightgbm", "xgboost", "catboost")
@@ -59,11 +61,9 @@ def within(kind: str, g: float) -> bool:
 
 def paired(dataset: str, a: Path, b: Path) -> dict[str, Any] | None:
     """The paired statistics of two stored prediction files (None if either is missing)."""
-    import bench_paired
-
     if not (a.exists() and b.exists()):
         return None
-    stats = bench_paired.pair_stored(load_predictions(a), load_predictions(b))
+    stats = pair_stored(load_predictions(a), load_predictions(b))
     return {"dataset": dataset, **stats}
 
 
@@ -128,14 +128,12 @@ def tabsparse_predictions(
 ) -> Path:
     """tabsparse's seed-0 test predictions on ``name``: the file of today's parameter ``tag``,
     else the file named by the latest of the ``stored`` seed-0 rows of ``row``'s parameter set
-    that recorded one (``bench_quality.find_stored``). A file carries the tag of the parameters
+    that recorded one (``quality_store.find_stored``). A file carries the tag of the parameters
     of its fit, so a tabsparse parameter added since (which stored rows are matched on at its
     no-op value) changes today's tag but not the file's name."""
     path = prediction_path(name, "tabsparse", 0, tag)
     if path.exists():
         return path
-    from bench_quality import find_stored
-
     with_file = [r for r in stored if r.get("predictions_file")]
     found = find_stored(with_file, name, "tabsparse", row.get("params", {}), caps, 0)
     return path.parent / Path(found["predictions_file"]).name if found else path
@@ -148,8 +146,6 @@ def analyse(
 ) -> list[dict[str, Any]]:
     """Per dataset: the best GBDT among the fitted ones, tabsparse's gap to it, and the paired
     tests of tabsparse (seed 0) against the best GBDT and against RealMLP-TD."""
-    from bench_quality import load_results
-
     stored = load_results()
     out = []
     for name, rows in by_dataset.items():

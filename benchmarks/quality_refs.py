@@ -12,7 +12,7 @@
   training mean (as in the pytorch-tabnet recipe).
 
 Class labels go to every library as the integer codes of the sorted training labels. Every fit
-returns ``(pred, proba, classes)`` in the form ``bench_quality.score`` takes.
+returns ``(pred, proba, classes)`` in the form ``quality_fits.score`` takes.
 
 The prediction store keeps every model's test predictions so that ``bench_paired.py`` can pair any
 two models on the same test rows without refitting: ``results/predictions/<dataset>/`` holds

@@ -19,6 +19,7 @@ import bench_paired as bp
 import bench_quality as bq
 import quality_best as qb
 import quality_refs as qr
+import quality_store as qs
 
 CAPS = (50_000, 20_000)
 Y = pd.Series(["no", "yes", "yes", "no", "yes", "no", "yes", "no"])
@@ -46,7 +47,7 @@ def stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     predictions stored before a parameter (``beta_2``) existed: the file carries the tag of
     the parameters then, today's tag differs, and the stored row names the file."""
     monkeypatch.setattr(qr, "PREDICTIONS", tmp_path / "predictions")
-    monkeypatch.setattr(bq, "RESULTS", tmp_path / "quality.jsonl")
+    monkeypatch.setattr(qs, "RESULTS", tmp_path / "quality.jsonl")
     monkeypatch.setattr(qb, "TIMEOUTS", tmp_path / "quality_timeouts.jsonl")
     today = bq.resolved_tabsparse_params("binary", {}, 0)
     old = {k: v for k, v in today.items() if k != "beta_2"}
@@ -66,7 +67,7 @@ def stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     }
     newer = {**seed0, "commit": "later"}  # a later refit of the same settings, no file
     del newer["predictions_file"]
-    bq.RESULTS.write_text("".join(json.dumps(r) + "\n" for r in (seed0, newer)))
+    qs.RESULTS.write_text("".join(json.dumps(r) + "\n" for r in (seed0, newer)))
     timeout = {"dataset": "adult", "model": "catboost", "seed": 0, "cpu_limit": 900.0}
     qb.TIMEOUTS.write_text(json.dumps({**timeout, "train_cap": CAPS[0], "test_cap": CAPS[1]}))
     by_dataset = {
@@ -108,7 +109,7 @@ def test_todays_tag_names_the_file_when_it_exists(stored: dict[str, Any]) -> Non
     row = stored["by_dataset"]["adult"]["tabsparse"]
     assert qb.tabsparse_predictions("adult", row, CAPS, stored["tag"]["binary"], []) == today
     _store(today, "tabsparse")
-    rows = bq.load_results()
+    rows = qs.load_results()
     assert qb.tabsparse_predictions("adult", row, CAPS, stored["tag"]["binary"], rows) == today
     # no stored row with a file: today's name, which pairing then finds missing
     today.unlink()
