@@ -222,29 +222,12 @@ def run_syn(name: str, model: str, seed: int, n_train: int, n_test: int) -> dict
         "n_selected": float((imp > 0).sum(1).mean()),
         "faithfulness": faithfulness(lambda Z: score(Z, yte), Xte_, imp, seed),
     }
-    if model == "tabsparse":  # the same fit, explained by its effects (draws: the test rows)
-        eff = est.explain_effects(Xte_, n_draws=EFFECT_DRAWS, random_state=seed)
-        chosen = np.where(eff.selected, eff.importances, 0.0)
-        e_tpr, e_fdr = tpr_fdr(chosen, rel_te)
+    if model == "tabsparse":  # the same fit's own selection (its column selector)
+        t0 = time.process_time()
+        sel = _Selection.of(est.explain(Xte_))
         out |= {
-            "effects_sampling": EFFECT_SAMPLING,
-            "effects_tpr": e_tpr,
-            "effects_fdr": e_fdr,
-            "effects_mask_auc": mask_auc(eff.importances, rel_te),
-            "effects_switch_rate": selection_rate(chosen, SWITCH),
-            "effects_n_selected": float(eff.selected.sum(1).mean()),
-            "effects_faithfulness": faithfulness(
-                lambda Z: score(Z, yte), Xte_, eff.importances, seed
-            ),
-        }
-        t0 = time.process_time()  # the same fit, its learned selector (trained on its rows)
-        selector = est.fit_selector(Xtr_, random_state=seed)
-        fit_s = round(time.process_time() - t0, 2)
-        sel = selector.explain(Xte_, random_state=seed)
-        out |= {
-            "selector_budget": selector.budget,
-            "selector_n_selectors": selector.n_selectors,
-            "selector_fit_cpu_s": fit_s,
+            "selected_by_fit": True,
+            "selector_explain_cpu_s": round(time.process_time() - t0, 2),
             **{f"selector_{k}": v for k, v in selection_figures(sel, rel_te).items()},
             "selector_faithfulness": faithfulness(
                 lambda Z: score(Z, yte), Xte_, sel.importances, seed
@@ -253,29 +236,47 @@ def run_syn(name: str, model: str, seed: int, n_train: int, n_test: int) -> dict
     return out
 
 
-EFFECT_DRAWS = 8  # explain_effects' n_draws (its default)
-#: what a stored tabsparse row must hold to be reused (rows from before explain_effects or
-#: fit_selector lack it)
+#: what a stored tabsparse row must hold to be reused (rows from before the fit learned its
+#: column selector lack it)
 EFFECT_KEYS = {
-    ("syn", "tabsparse"): ("effects_mask_auc", "selector_mask_auc"),
-    ("real", "tabsparse"): ("effects_faithfulness", "selector_faithfulness"),
-    ("syn", "tabsparse-refits"): ("mask_auc",),
-    ("real", "tabsparse-refits"): ("selector_held_out",),
+    ("syn", "tabsparse"): ("selector_mask_auc", "selected_by_fit"),
+    ("real", "tabsparse"): ("selector_faithfulness", "selected_by_fit"),
+    ("syn", "tabsparse-refits"): ("mask_auc", "selected_by_fit"),
+    ("real", "tabsparse-refits"): ("selector_held_out", "selected_by_fit"),
 }
-#: how explain_effects draws (rows of an earlier way are measured again)
-EFFECT_SAMPLING = "stratified"
-#: training rows a real table's selector learns on (a sample, as the docs advise)
-SELECTOR_ROWS = 10_000
 
 
-def default_selectors() -> int:
-    """How many selectors ``fit_selector`` averages by default (rows stored before a change
-    of it, or before it was recorded (1), are measured again)."""
-    import inspect
+class _Selection:
+    """Per-row selection probabilities (the mean over fits, with their spread over the fits
+    where there are several) in the shape the figures read: ``selected``, ``importances``
+    (shares of the row's probabilities), ``residual`` (not measured: NaN)."""
 
-    from tabsparse import TabNetClassifier
+    def __init__(self, probabilities: np.ndarray, spread: np.ndarray | None = None) -> None:
+        p = np.asarray(probabilities, dtype=np.float64)
+        self.probabilities, self.probabilities_std = p, spread
+        self.selected = p >= 0.5
+        total = p.sum(axis=1, keepdims=True)
+        self.importances = np.divide(p, total, out=np.zeros_like(p), where=total > 0)
+        self.residual = np.full(len(p), np.nan)
 
-    return int(inspect.signature(TabNetClassifier.fit_selector).parameters["n_selectors"].default)
+    @classmethod
+    def of(cls, explanation: Any) -> _Selection:
+        return cls(explanation.selection_probabilities)
+
+    def global_importances(self) -> tuple[np.ndarray, np.ndarray]:
+        mean = self.importances.mean(axis=0)
+        return mean / mean.sum(), self.importances.std(axis=0, ddof=1)
+
+
+class _RefitSelection:
+    """The refits' own selections averaged over the refits."""
+
+    def __init__(self, estimators: Sequence[Any]) -> None:
+        self.estimators = list(estimators)
+
+    def explain(self, X: Any, random_state: Any = None) -> _Selection:
+        each = np.stack([e.explain(X).selection_probabilities for e in self.estimators])
+        return _Selection(each.mean(axis=0), each.std(axis=0, ddof=1))
 
 
 def effect_rows(rows: list[dict[str, Any]], prefix: str = "effects_") -> list[dict[str, Any]]:
@@ -326,22 +327,10 @@ def run_real(name: str, model: str, seed: int) -> dict[str, Any]:
             "score": score(s.X_test, s.y_test),
             "train_rows": [float(v) for v in est.feature_importances_],
             "held_out": [float(v) for v in est.explain(held).importances.mean(0)],
-            "effects_sampling": EFFECT_SAMPLING,
-            "effects_held_out": [
-                float(v)
-                for v in est.explain_effects(
-                    held, n_draws=EFFECT_DRAWS, random_state=seed
-                ).global_importances()[0]
-            ],
+            "selected_by_fit": True,
             "permutation": [float(v) for v in pi.importances_mean],
             "faithfulness": faithfulness(
                 lambda Z: score(Z, yf), Xf, est.explain(Xf).importances, seed
-            ),
-            "effects_faithfulness": faithfulness(
-                lambda Z: score(Z, yf),
-                Xf,
-                est.explain_effects(Xf, n_draws=EFFECT_DRAWS, random_state=seed).importances,
-                seed,
             ),
             **_real_selector(est, s.X_train, held, Xf, lambda Z: score(Z, yf), seed),
         }
@@ -377,20 +366,13 @@ def _real_selector(
 ) -> dict[str, Any]:
     """A real table's fit explained by its learned selector (trained on a sample of the
     training rows): the mean shares on the held-out rows, the residual and faithfulness."""
-    t0 = time.process_time()
-    rows = X_train.iloc[_sample(len(X_train), SELECTOR_ROWS)].reset_index(drop=True)
-    selector = est.fit_selector(rows, random_state=seed)
-    fit_s = round(time.process_time() - t0, 2)
-    sel = selector.explain(held, random_state=seed)
+    sel = _Selection.of(est.explain(held))
     return {
-        "selector_budget": selector.budget,
-        "selector_n_selectors": selector.n_selectors,
-        "selector_fit_cpu_s": fit_s,
         "selector_held_out": [float(v) for v in sel.global_importances()[0]],
         "selector_n_selected": float(sel.selected.sum(1).mean()),
         "selector_residual": float(sel.residual.mean()),
         "selector_faithfulness": faithfulness(
-            score, Xf, selector.explain(Xf, random_state=seed).importances, seed
+            score, Xf, _Selection.of(est.explain(Xf)).importances, seed
         ),
     }
 
@@ -424,8 +406,7 @@ def run_refits(kind: str, X: Any, y: Any, held: Any, seed: int) -> dict[str, Any
     selectors' (``RefitImportances.fit_selector`` on a sample of the training rows, each
     seeded with its refit's seed) mean on the held-out rows."""
     got, info = _refit(kind, X, y, seed)
-    rows = X.iloc[_sample(len(X), SELECTOR_ROWS)].reset_index(drop=True)
-    selector, timing = _refit_selector(got, rows)
+    selector, timing = _refit_selector(got, X)
     sel = selector.explain(held, random_state=REFITS * seed)
     return {
         **info,
@@ -442,12 +423,7 @@ def run_refits(kind: str, X: Any, y: Any, held: Any, seed: int) -> dict[str, Any
 def _refit_selector(got: Any, X: Any) -> tuple[Any, dict[str, Any]]:
     """The refits' selectors (``RefitImportances.fit_selector`` on ``X``, each seeded with its
     refit's seed) and what a row records of them: their count and CPU time."""
-    t0 = time.process_time()
-    selector = got.fit_selector(X)
-    return selector, {
-        "selector_n_selectors": selector.selectors[0].n_selectors,
-        "selector_fit_cpu_s": round(time.process_time() - t0, 2),
-    }
+    return _RefitSelection(got.estimators), {"selected_by_fit": True}
 
 
 class _MeanOfFits:
@@ -523,10 +499,6 @@ def find_row(
         if params is None:
             continue
         if any(k not in row for k in EFFECT_KEYS.get((key["part"], key["model"]), ())):
-            continue
-        if key["model"] == "tabsparse" and row.get("effects_sampling") != EFFECT_SAMPLING:
-            continue
-        if row.get("selector_n_selectors", 1) != default_selectors():  # explained by selectors
             continue
         if with_auto_resolved(_completed(params), n_rows, fitted, kind) == target:
             return row

@@ -176,11 +176,8 @@ def test_find_row_matches_seed_config_and_parameters() -> None:
     one = {**today, "n_members": "1"}
     four = {**today, "n_members": "4"}
     written_out = {**four, "numeric_embedding": "'periodic'", "first_mask": "'shared'"}
-    # rows from before explain_effects or fit_selector, with effects' earlier independent
-    # draws, or with another number of selectors than fit_selector's default: refitted
-    n_sel = be.default_selectors()
-    eff = {"effects_mask_auc": 0.9, "effects_sampling": "stratified", "selector_mask_auc": 0.9}
-    eff |= {"selector_n_selectors": n_sel}
+    # rows from before the fit learned its column selector (no selected_by_fit): refitted
+    eff = {"selector_mask_auc": 0.9, "selected_by_fit": True}
     rows = [
         {**key, "tabsparse_params": {**old, "gamma": "1.5"}, "auc": 0.1, **eff},
         {**key, "tabsparse_params": old, "auc": 0.2, **eff},
@@ -192,7 +189,7 @@ def test_find_row_matches_seed_config_and_parameters() -> None:
         {**key, "config": "j", "tabsparse_params": written_out, "auc": 0.8}
         | {"effects_mask_auc": 1, "effects_sampling": "stratified"},
         {**key, "config": "k", "tabsparse_params": written_out, "auc": 0.8}
-        | {**eff, "selector_n_selectors": n_sel + 1},
+        | {"selector_mask_auc": 0.9},
     ]
     for config in "hijk":
         got = be.find_row(rows, {**key, "config": config}, today, n_rows=100, kind="binary")
@@ -361,7 +358,7 @@ def test_effect_rows_take_the_places_of_the_masks_figures() -> None:
 def test_selection_figures_by_hand() -> None:
     """Two rows of 11 columns: row 0 selects its two relevant columns and one irrelevant one,
     row 1 one of its two relevant columns and the switch (relevant there)."""
-    from tabsparse import Selection
+    from bench_explain import _Selection
 
     p = np.full((2, 11), 0.1)
     p[0, [0, 1, 5]] = 0.9
@@ -369,7 +366,8 @@ def test_selection_figures_by_hand() -> None:
     relevant = np.zeros((2, 11), dtype=bool)
     relevant[0, [0, 1]] = True
     relevant[1, [2, 3, 10]] = True
-    sel = Selection(p, np.array([0.1, 0.3]), [f"x{j + 1}" for j in range(11)])
+    sel = _Selection(p)
+    sel.residual = np.array([0.1, 0.3])
     got = em.selection_figures(sel, relevant)
     assert got["tpr"] == pytest.approx(100 * (1 + 2 / 3) / 2)
     assert got["fdr"] == pytest.approx(100 * (1 / 3 + 0) / 2)
@@ -387,16 +385,15 @@ def test_syn_refit_rows_are_matched_averaged_and_rendered() -> None:
     bq = pytest.importorskip("bench_quality")
     key = {"part": "syn", "table": "Syn4", "model": "tabsparse-refits", "seed": 1, "config": "c"}
     want = bq.resolved_tabsparse_params("binary", {}, 3)  # group 1: seeds 3, 4, 5
-    n_sel = be.default_selectors()
-    stored = {**key, "tabsparse_params": want, "selector_n_selectors": n_sel, "mask_auc": 0.99}
+    stored = {**key, "tabsparse_params": want, "selected_by_fit": True, "mask_auc": 0.99}
     assert be.find_row([stored], key, want, n_rows=100, kind="binary") is stored
-    stale = {**stored, "selector_n_selectors": n_sel + 1}
+    stale = {k: v for k, v in stored.items() if k != "selected_by_fit"}
     assert be.find_row([stale], key, want, n_rows=100, kind="binary") is None
     # a real table's refits row from before the refits' selectors is measured again
     real = {**key, "part": "real", "config": "r"}
     old = {**real, "tabsparse_params": want, "train_rows": [0.5, 0.5]}
     assert be.find_row([old], real, want, n_rows=100, kind="binary") is None
-    new = {**old, "selector_held_out": [0.4, 0.6], "selector_n_selectors": n_sel}
+    new = {**old, "selector_held_out": [0.4, 0.6], "selected_by_fit": True}
     assert be.find_row([old, new], real, want, n_rows=100, kind="binary") is new
     other = bq.resolved_tabsparse_params("binary", {}, 1)  # the seed of one fit, not the group
     assert be.find_row([stored], key, other, n_rows=100, kind="binary") is None
