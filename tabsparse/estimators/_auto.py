@@ -8,8 +8,8 @@ built from those, and model files save them. An estimator without them (unfitted
 from a file written before they existed) builds from its parameters, where "auto" cannot occur
 in such files.
 
-The rules and the measurements behind them: the user guide ("Choosing parameters / defaults")
-and ``benchmarks/README.md`` (quality rounds 13 to 16).
+The rules: the user guide ("Choosing parameters / defaults"); how they were chosen: the
+quality benchmark in ``benchmarks/README.md``.
 
 ``learning_rate="auto"`` is resolved by every fit from its training batch and whether it
 validates (:func:`auto_learning_rate`); it builds nothing, so no fitted attribute holds it
@@ -61,9 +61,8 @@ def auto_learning_rate(batch_size: int, validating: bool) -> float:
     :data:`LEARNING_RATE_FULL_BATCH` rows, else :data:`LEARNING_RATE` (0.02).
 
     Smaller batches give noisier steps; 0.01 at 256 rows is Adam's square-root scaling of 0.02
-    at 1,024. Without validation a fit runs all ``max_epochs`` and takes its last weights, and
-    there the lower rate left ames_housing under-trained (RMSE +11%), so it keeps 0.02. The
-    measurements: ``benchmarks/README.md``, quality round 15.
+    at 1,024. Without validation a fit runs all ``max_epochs`` and takes its last weights, where
+    the lower rate can leave it under-trained, so it keeps 0.02.
 
     >>> [auto_learning_rate(1024, True), auto_learning_rate(256, True)]
     [0.02, 0.01]
@@ -86,7 +85,7 @@ def auto_first_mask(n_members: int, numeric_embedding: str | None) -> str:
     """What ``first_mask="auto"`` resolves to (without a pretrainer): ``"shared"`` for a network
     with a numeric embedding (with the per-row first mask its masks stop explaining) or with
     members, ``"per_row"`` for one network without an embedding (where the shared first mask
-    cost covtype_50k_sample 7 points of accuracy)."""
+    cost accuracy on some tables)."""
     return "shared" if numeric_embedding is not None or n_members > 1 else "per_row"
 
 
@@ -94,9 +93,8 @@ def auto_cat_emb_dim(wide_suits: bool, numeric_embedding: str | None, numeric_di
     """What ``cat_emb_dim="auto"`` resolves to (without a pretrainer): as many channels per
     categorical column as a numeric column has (``numeric_dim``) where the estimator judges its
     target suited (``wide_suits``: regression) and the network embeds its numeric columns,
-    else 1. Measured: wider embeddings cut diamonds' RMSE by 4.7% and ames_housing's by 1.9%
-    and did not help the classification tables (telco_churn lost 0.4 AUC points);
-    ``benchmarks/README.md``, quality round 16.
+    else 1: wider embeddings helped regression tables with categorical columns and not the
+    classification tables.
 
     >>> [auto_cat_emb_dim(True, "periodic", 8), auto_cat_emb_dim(False, "periodic", 8)]
     [8, 1]
@@ -121,7 +119,7 @@ def resolve_architecture(
 
     ``n_members="auto"``: :data:`AUTO_MEMBERS` below :data:`AUTO_MEMBERS_MAX_ROWS` rows where
     ``members_suit`` (one target column: class labels, or one regression column; multi-label,
-    multi-task and 2-D regression targets were not measured with members), else 1.
+    multi-task and 2-D regression targets keep one network), else 1.
     ``numeric_embedding="auto"``: ``"periodic"`` where ``periodic_suits`` (the estimator's
     judgement of its target: regression and binary classification) unless the fit starts from a
     pretrainer (whose input layer has no numeric embedding), else None.

@@ -27,15 +27,18 @@ from tabsparse.training import LossFn
 
 #: ``early_stopping="auto"`` on a binary target (one column of two classes) validates from this
 #: many held-out rows (1,000 rows at the default ``validation_fraction``); other targets from
-#: ``AUTO_EARLY_STOPPING_ROWS`` (500) of ``_base``. See "Quality round 11" in benchmarks/README.md.
+#: ``AUTO_EARLY_STOPPING_ROWS`` (500) of ``_base``: a small binary table stops at its best epoch
+#: instead of training ``max_epochs`` without validation.
 AUTO_EARLY_STOPPING_ROWS_BINARY = 100
 
 
 class TabNetClassifier(ClassifierMixin, TabNetSupervised):
     """TabNet classifier (Arik & Pfister) with sparsemax attention.
 
-    The defaults were chosen on the quality benchmark; what each one gained is in the user
-    guide ("Defaults") and ``benchmarks/README.md`` ("Defaults: what was tried").
+    The defaults were chosen on the quality benchmark (user guide, "Choosing parameters /
+    defaults"; ``benchmarks/README.md``, "Defaults: what was tried"). Every fit ends by learning
+    the column selector of :meth:`explain` (``selector_``; see "Explaining predictions" in the
+    docs).
 
     Parameters
     ----------
@@ -61,26 +64,24 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         row; each later step's mask depends only on features earlier masks let through, so
         every feature a row's prediction depends on has a non-zero mask weight in that row
         (user guide, "Explanations"), and no initial feature transformer runs. "per_row" (the
-        paper's TabNet, and the only choice before this version): from an initial transform of
-        the whole row, so a feature that no mask selects can still steer the prediction through
-        the masks. "auto": "shared" for a network with a numeric embedding or with members,
-        "per_row" for one network without an embedding, the pretrainer's with ``pretrained``
-        (the fit's choice is ``first_mask_``).
+        paper's TabNet): from an initial transform of the whole row, so a feature that no mask
+        selects can still steer the prediction through the masks. "auto": "shared" for a
+        network with a numeric embedding or with members, "per_row" for one network without an
+        embedding, the pretrainer's with ``pretrained`` (the fit's choice is ``first_mask_``).
     column_revival : int, default=3
         With a shared first mask: after each of the first ``column_revival`` epochs, every
         column that fell out of the shared mask is put back in with a small weight. A column
         outside it gets no gradient, so which columns survive the first epochs is otherwise
         settled by chance as much as by use; the revival makes the fitted importances steadier
-        across seeds and helps some tables (adult and bank_marketing). 0: off (the behaviour
-        before this version). No effect with ``first_mask_ == "per_row"`` or
-        ``mask_type="entmax"``, nor on a fit continued with ``warm_start``. See the user
-        guide, "Explanations".
+        across seeds and helps some tables. 0: off. No effect with ``first_mask_ ==
+        "per_row"`` or ``mask_type="entmax"``, nor on a fit continued with ``warm_start``. See
+        the user guide, "Explanations".
     column_pruning : bool, default=False
         With a shared first mask: after epoch ``column_revival + 1``, the columns whose weight
         in the shared mask stayed below the uniform share ``1 / n_columns`` are taken out of
         it (the later, per-row steps can still select them). Sparser masks that are more often
-        right on the synthetic tables, but some tables lose accuracy (letter 0.8 points), so
-        it is off by default.
+        right on the synthetic tables, but some tables lose accuracy, so it is off by
+        default.
     lambda_sparse : float, default=1e-3
         Weight of the mask-entropy sparsity loss.
     virtual_batch_size : int, default=128
@@ -112,8 +113,7 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         ``t``). Validation, early stopping and the fitted model use the averaged weights,
         with batch-norm statistics recomputed for them (forward passes over 4,096 training
         rows per validated epoch); training continues from the live ones. None: no
-        averaging. On the benchmark it raised ROC AUC on every large binary table and cut
-        diamonds' RMSE by 4%.
+        averaging.
     early_stopping : "auto" or bool, default="auto"
         "auto" enables it when ``X_val`` is given or when the held-out split would have at
         least 100 rows for a binary target (1,000 rows at the default ``validation_fraction``)
@@ -165,8 +165,8 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         per-channel signs and has its own head and its own loss; their rows run as one batch.
         Predictions are the mean of the members' outputs; ``explain`` averages their masks and
         importances, and ``feature_importances_std_`` becomes their spread. A training step
-        costs about 1.4-3x one member's for 4 members. "auto": 4 members when ``X`` has fewer
-        than 25,000 rows (where one network's predictions and masks vary most from seed to
+        costs more than one member's, less than one per member. "auto": 4 members when ``X``
+        has fewer than 25,000 rows (where one network's predictions and masks vary most from seed to
         seed and a fit is cheap) and ``y`` is one target (class labels, or one regression
         column), else 1; the fit's choice is ``n_members_``.
     class_weight : dict, list of dicts, "balanced" or None
@@ -272,10 +272,20 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         The arguments the network was built with ("auto" resolved); a later ``set_params``
         changes neither the network nor what ``tabsparse.save`` writes of it.
     background_ : dict
-        64 training rows (fewer for a smaller fit), encoded (``{"numeric": float32 (m,
-        n_numeric), "codes": int64 (m, n_categorical)}``): the default background of
-        ``explain(X, attributions=True)``. Saved in model files: a model file holds these rows
-        of the training data.
+        64 rows of the fit's data (fewer for a smaller fit; drawn from the rows of
+        ``feature_importances_``: validation rows when the fit holds out at least 500, else
+        training rows), encoded (``{"numeric": float32 (m, n_numeric), "codes": int64 (m,
+        n_categorical)}``): the default background of ``explain(X, attributions=True)``. Saved
+        in model files: a model file holds these rows of your data.
+    selector_ : dict
+        The column selector learned at the end of the fit, behind ``explain(X).selected``: the
+        weights of a small network (numpy arrays), the input column of each input channel and
+        the ``scale`` of the output change it was trained against
+        (:mod:`tabsparse.training.selection`). At most 50 Adam steps of 256 rows on up to 4,096
+        training rows, and no more rows than 12% of those the fit trained on (epochs times
+        training rows). Saved in model files and checked on load. Absent after an interrupted
+        fit and where no column moves the outputs; ``explain(X).selected`` then reads the
+        masks.
     device_ : torch.device
     compiled_ : bool
         Whether the fit's last epochs ran the compiled training step (see ``compile``).

@@ -66,8 +66,8 @@ class TabNetRegressor(RegressorMixin, TabNetSupervised):
     The other fitted attributes (``n_features_in_``, ``feature_names_in_``,
     ``feature_importances_``, ``feature_importances_std_``, ``history_``, ``n_iter_``,
     ``best_iteration_``, ``n_members_``, ``numeric_embedding_``, ``first_mask_``,
-    ``cat_emb_dim_``, ``architecture_``, ``background_``, ``device_``, ``compiled_``, ``network_``,
-    ``encoder_``) are as for :class:`tabsparse.TabNetClassifier`.
+    ``cat_emb_dim_``, ``architecture_``, ``background_``, ``selector_``, ``device_``,
+    ``compiled_``, ``network_``, ``encoder_``) are as for :class:`tabsparse.TabNetClassifier`.
 
     Early stopping with ``scoring="loss"`` (the default) watches the validation loss, which is
     the objective's own mean deviance or (mean) pinball loss on the scaled target: a constant

@@ -74,7 +74,7 @@ class TabularInput(nn.Module):
         self.n_categorical = len(self.cardinalities)
         self.cat_emb_dim = cat_emb_dim
         self.clip = clip
-        # no absolute floor: a column of values around 1e-20 is scaled by its own spread; the
+        # no absolute floor: a column of values near 1e-20 is scaled by its own spread; the
         # floor only keeps 1 / std finite in float32 (TableEncoder gives constant columns std 1)
         std = torch.as_tensor(numeric_std, dtype=torch.float64)
         std = std.clamp_min(torch.finfo(torch.float32).tiny)
@@ -87,7 +87,8 @@ class TabularInput(nn.Module):
             nn.Embedding(sum(self.cardinalities), cat_emb_dim) if self.n_categorical else None
         )
         self.reset_parameters()
-        # drawn after the other parameters, so that without it every draw is as before
+        # drawn after the other parameters, so that their initial draws are the same with or
+        # without it
         self.numeric_embedding = (
             PeriodicEmbedding(n_columns=self.n_numeric, dim=numeric_embedding_dim)
             if numeric_embedding is not None and self.n_numeric

@@ -4,8 +4,8 @@ With ``first_mask="shared"`` the first step's attention reads zeros, so its batc
 its bias ``b`` in training and in eval alike, and the first mask is ``sparsemax(b)``: one
 selection for every row (:class:`~tabsparse.nn.encoder.TabNetEncoder`). A column outside it gets
 no gradient through it, so whether a column stays is settled in the first epochs, by chance as
-much as by use (``benchmarks/README.md``, quality round 17): relevant columns that start unlucky
-die, irrelevant ones that survive are never pushed out. Two edits of ``b`` undo that lottery:
+much as by use: relevant columns that start unlucky die, irrelevant ones that survive are never
+pushed out. Two edits of ``b`` undo that lottery:
 
 :func:`revive`
     puts every column outside the mask back in, just above the sparsemax threshold ``tau`` (at
