@@ -40,6 +40,7 @@ import torch
 from torch import nn
 
 from tabsparse.nn import functional as F
+from tabsparse.optim import AdamW
 from tabsparse.training.batches import TensorData, batch_bounds
 from tabsparse.training.places import ColumnPlace
 
@@ -163,13 +164,14 @@ def fit_selector(
                 centre = getattr(network, "output_centre", None)
                 scale = _mean_full_change(network, channels, selector, centre, generator)
         selector.scale = scale
-        optimiser = torch.optim.Adam(selector.parameters(), lr=lr)
+        # tabsparse.optim, not torch.optim: torch's first optimiser imports torch._dynamo
+        optimiser = AdamW(selector.parameters(), lr=lr)
         for _ in range(n_iter):
             rows = torch.randint(0, n, (min(batch_size, n),), generator=generator).to(device)
             loss = selection_loss(
                 network, selector, channels[rows], channels, budget=budget, generator=generator
             ).mean()
-            optimiser.zero_grad(set_to_none=True)
+            optimiser.zero_grad()
             loss.backward()
             optimiser.step()
     finally:
