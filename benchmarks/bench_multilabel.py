@@ -170,6 +170,13 @@ def render(
     return "\n".join(lines) + "\n"
 
 
+def readme_section(path: Path = RESULTS) -> str:
+    """The section body from the stored runs (no fits)."""
+    saved = json.loads(path.read_text())
+    results = {name: (summarise(r), len(r)) for name, r in saved["runs"].items()}
+    return render(results, saved["machine"], saved["split"])
+
+
 def machine_line() -> str:
     load = load_average()
     busy = f"; load average {load:.2f} at start" if load is not None else ""

@@ -273,12 +273,22 @@ def _import_from(folder: str) -> None:
     sys.path.insert(0, folder)
 
 
-def render(rows: list[dict[str, Any]], seed: int, commit: str, load: float | None) -> str:
+def machine_line(load: float | None) -> str:
+    """This machine, as a stored row's ``machine``."""
+    return (
+        f"{cpu_model()}, each model on 1 thread; Python {platform.python_version()}; one-minute "
+        f"load average {load} at the start"
+    )
+
+
+def render(
+    rows: list[dict[str, Any]], seed: int, commit: str, load: float | None, header: str = ""
+) -> str:
     when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
-        f"`python benchmarks/bench_paired.py` — {when}; {cpu_model()}, each model on 1 thread; "
-        f"Python {platform.python_version()}; tabsparse at commit {commit}; "
-        f"one-minute load average {load} at the start.",
+        header
+        or f"`python benchmarks/bench_paired.py` — {when}; {machine_line(load)}; tabsparse at "
+        f"commit {commit}.",
         "",
         f"Both libraries fitted once (`random_state` {seed}) exactly as in *Quality against "
         "gradient boosting and pytorch-tabnet* (same split, caps and defaults), their "
@@ -316,6 +326,22 @@ def render(rows: list[dict[str, Any]], seed: int, commit: str, load: float | Non
     summary = ", ".join(f"{k}: {counts[k]}" for k in sorted(counts))
     lines += ["", f"**Summary** ({len(rows)} datasets, p < {ALPHA}): {summary}."]
     return "\n".join(lines)
+
+
+def readme_section(path: Path = RESULTS) -> str:
+    """The section body from the rows of the latest run stored in ``path`` (no fits): the
+    latest row of every dataset at the commit of the file's last row."""
+    stored = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    commit = stored[-1]["commit"]
+    latest = {r["dataset"]: r for r in stored if r["commit"] == commit}
+    rows = [latest[n] for n in sorted(latest)]
+    machine = rows[-1].get("machine", "machine not recorded in `results/paired.jsonl`")
+    when = f" — {rows[-1]['time']}" if "time" in rows[-1] else ""
+    header = (
+        f"`python benchmarks/bench_paired.py`{when}; {machine}; tabsparse at commit {commit} "
+        "(rows in `benchmarks/results/paired.jsonl`)."
+    )
+    return render(rows, rows[-1]["seed"], commit, None, header)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -392,7 +418,8 @@ def main(argv: list[str] | None = None) -> None:
             if all((n, other) in preds for other in models):  # pair as soon as both are in
                 ours, theirs = (preds.pop((n, other)) for other in models)
                 paired[n] = pair(n, rec["y_test"], ours, theirs, models)
-                paired[n].update(seed=args.seed, commit=commit)
+                paired[n].update(seed=args.seed, commit=commit, machine=machine_line(load))
+                paired[n].update(time=_dt.datetime.now(_dt.timezone.utc).isoformat("T", "minutes"))
                 r = paired[n]
                 stats = f"diff {r['diff']:+.5g} se {r['se']:.3g} p {r['p']:.3g}"
                 print(f"{n:28s} {stats} {r['verdict']}", flush=True)

@@ -233,6 +233,13 @@ def render(
     return "\n".join(lines) + "\n"
 
 
+def readme_section(path: Path = RESULTS) -> str:
+    """The section body from the stored results (no fits)."""
+    saved = json.loads(path.read_text())
+    seeds = sorted({r["seed"] for r in saved["rows"]})
+    return render(saved["rows"], saved["seconds"], saved["machine"], seeds)
+
+
 def machine_line(threads: int) -> str:
     today = _dt.date.today().isoformat()
     load = load_average()

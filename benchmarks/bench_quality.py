@@ -76,7 +76,7 @@ from typing import Any
 
 import numpy as np
 import quality_best
-from _readme import write_section
+from _readme import cpu_model, write_section
 from quality_fits import _codes_frame as _codes_frame
 from quality_fits import fit_hgb as fit_hgb
 from quality_fits import fit_lightgbm as fit_lightgbm
@@ -383,6 +383,7 @@ def main(argv: list[str] | None = None) -> None:
             test_cap=caps[1],
             commit=commit,
             time=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            cpu=cpu_model(),
         )
         if m == "tabsparse":
             rec["params_hash"] = params_hash(rec["tabsparse_params"])

@@ -102,6 +102,25 @@ def main() -> None:
         rec = json.loads(out.stdout.strip().splitlines()[-1])
         records.append(rec)
         print(json.dumps(rec), flush=True)
+    if args.no_write:
+        print(render(records, "(not stored)", "(not stored)"))
+        return
+    import torch
+
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    machine = (
+        f"{cpu_model()}, {args.threads} thread(s), torch {torch.__version__}; one-minute load "
+        f"average {load_before} before and {load_average()} after (shared machine)"
+    )
+    RESULTS.parent.mkdir(exist_ok=True)
+    with RESULTS.open("a") as f:
+        for rec in records:
+            f.write(json.dumps({"date": stamp, "machine": machine, **rec}) + "\n")
+    write_section(README, SECTION, render(records, stamp, machine))
+
+
+def render(records: list[dict[str, Any]], stamp: str, machine: str) -> str:
+    """The README section body for one run's ``records``."""
     rows = [
         f"| {r['rows']:,} | {r['epoch_s']:.1f} | {r['rows_per_s']:,.0f} | {r['fit_s']:.1f} | "
         f"{r['cpu_us_per_row']:.1f} | {r['data_mb']:,.0f} | "
@@ -111,22 +130,10 @@ def main() -> None:
     rates = [r["cpu_us_per_row"] for r in records if r["rows"] >= 100_000] or [
         r["cpu_us_per_row"] for r in records
     ]
-    print("\n".join(rows))
-    if args.no_write:
-        return
-    import torch
-
-    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    RESULTS.parent.mkdir(exist_ok=True)
-    with RESULTS.open("a") as f:
-        for rec in records:
-            f.write(json.dumps({"date": stamp, **rec}) + "\n")
     biggest = records[-1]
-    body = "\n".join(
+    return "\n".join(
         [
-            f"`python benchmarks/bench_scaling.py` — {stamp}; {cpu_model()}, "
-            f"{args.threads} thread(s), torch {torch.__version__}; one-minute load average "
-            f"{load_before} before and {load_average()} after (shared machine).",
+            f"`python benchmarks/bench_scaling.py` — {stamp}; machine: {machine}.",
             "",
             f"Synthetic float32 rows x {N_FEATURES} features, `TabNetClassifier` defaults with "
             "`max_epochs=1` and `batch_size=1024`, one fresh process per size. *Fit memory* is "
@@ -145,7 +152,19 @@ def main() -> None:
             "",
         ]
     )
-    write_section(README, SECTION, body)
+
+
+def readme_section(path: Path = RESULTS) -> str:
+    """The section body from the latest run stored in ``path`` (no fits)."""
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            record = json.loads(line)
+            runs.setdefault(record["date"], []).append(record)
+    stamp = max(runs)
+    records = sorted(runs[stamp], key=lambda r: r["rows"])
+    machine = records[0].get("machine", "not recorded in `results/scaling.jsonl`")
+    return render(records, stamp, machine)
 
 
 if __name__ == "__main__":

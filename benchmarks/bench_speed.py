@@ -267,7 +267,7 @@ def history(path: Path, device: str, last: int = 6) -> list[str]:
         if record.get("device", "cpu") == device and "date" in record:
             runs.setdefault(record["date"], []).append(record)
     lines = []
-    for date, records in list(runs.items())[-last:]:
+    for date, records in sorted(runs.items())[-last:]:
         ratios = []
         for threads in sorted({r["threads"] for r in records}):
             fit = {
@@ -338,27 +338,38 @@ def main() -> None:
         if args.device == "cuda"
         else f"{cpu_model()}, {os.cpu_count()} cores"
     )
+    machine = (
+        f"{where}, torch {torch.__version__}, Python {platform.python_version()}; one-minute "
+        f"load average {load_before} before the run and {load_average()} after"
+    )
     RESULTS.parent.mkdir(exist_ok=True)
     with RESULTS.open("a") as f:
         for rec in records:
-            f.write(json.dumps({"date": stamp, **rec}) + "\n")
+            f.write(json.dumps({"date": stamp, "machine": machine, **rec}) + "\n")
     _, _, _, _, name = load_data()
-    body = "\n".join(
+    body = render(records, stamp, machine, args.device, name)
+    section = SECTION if args.device == "cpu" else f"{SECTION} (GPU)"
+    write_section(args.readme, section, body)
+
+
+def render(records: list[dict[str, Any]], stamp: str, machine: str, device: str, name: str) -> str:
+    """The README section body for one run's ``records`` (and the stored runs' fit ratios)."""
+    rows, verdict = summarise(records)
+    repeats = len({r.get("repeat", r.get("seed")) for r in records})
+    return "\n".join(
         [
-            f"`python benchmarks/bench_speed.py --device {args.device}` — {stamp}; {where}, "
-            f"torch {torch.__version__}, Python {platform.python_version()}; one-minute "
-            f"load average {load_before} before the run and {load_average()} after (the machine "
-            "is shared: the two libraries alternate, so compare ratios).",
+            f"`python benchmarks/bench_speed.py --device {device}` — {stamp}; machine: "
+            f"{machine} (the machine is shared: the two libraries alternate, so compare ratios).",
             "",
-            f"{name}, {records[0]['rows']:,} training rows, {args.epochs} epochs, the same "
-            "TabNet in both (n_d = n_a = 8, 3 steps, batch 1024, virtual batch 128, Adam 0.02, "
-            "no schedule, no validation; batch-norm statistics averaged over the same horizon: "
-            "momentum 0.02 per virtual batch in pytorch-tabnet, "
+            f"{name}, {records[0]['rows']:,} training rows, {records[0]['epochs']} epochs, the "
+            "same TabNet in both (n_d = n_a = 8, 3 steps, batch 1024, virtual batch 128, Adam "
+            "0.02, no schedule, no validation; batch-norm statistics averaged over the same "
+            "horizon: momentum 0.02 per virtual batch in pytorch-tabnet, "
             f"{TABSPARSE_MOMENTUM:.3f} per batch in tabsparse, which updates them once per "
-            "batch). Times, throughputs and memory: median of "
-            f"{args.repeats} fresh processes per cell; predict and explain run over the "
-            "training rows. Repeat r seeds both models with `random_state` r (the split stays "
-            "the same): accuracy is the mean over the seeds, (±) the range max − min.",
+            f"batch). Times, throughputs and memory: median of {repeats} fresh processes per "
+            "cell; predict and explain run over the training rows. Repeat r seeds both models "
+            "with `random_state` r (the split stays the same): accuracy is the mean over the "
+            "seeds, (±) the range max − min.",
             "",
             "| threads | library | fit (s) | predict (rows/s) | explain (rows/s) | accuracy "
             "| peak RSS (MB) |",
@@ -367,24 +378,31 @@ def main() -> None:
             "",
             *verdict,
             "",
-            "Whole runs differ by up to about 10% in the fit ratio on this shared machine, "
-            "whose speed drifts between minutes. The fit ratios of the latest stored runs "
-            "(every run's rows are in `results/speed.jsonl`; each ran the code of its day):",
+            "The fit ratios of the latest stored runs (every run's rows are in "
+            "`results/speed.jsonl`; each ran the code of its day, some on other machines):",
             "",
-            *history(RESULTS, args.device),
+            *history(RESULTS, device),
             "",
-            "With `--threads 2` on a machine whose cores other processes also use, every "
-            "operation PyTorch splits across threads waits for both: before tabsparse's thread "
-            "policy a 2-thread tabsparse fit took 252 s against 20 s on one thread, and a "
-            "2-thread pytorch-tabnet fit took from 32 s to over 8 minutes. tabsparse now trains "
-            "small batches on one thread whatever the setting (see the user guide, *Speed and "
-            "threads*), so its 2-thread figures equal its 1-thread ones; compare 2-thread runs "
-            "only on an otherwise idle machine.",
+            "tabsparse trains small batches on one thread whatever the setting (see the user "
+            "guide, *Speed and threads*), so its 2-thread figures equal its 1-thread ones; "
+            "compare 2-thread runs only on an otherwise idle machine.",
             "",
         ]
     )
-    section = SECTION if args.device == "cpu" else f"{SECTION} (GPU)"
-    write_section(args.readme, section, body)
+
+
+def readme_section(path: Path = RESULTS, device: str = "cpu") -> str:
+    """The section body from the latest run stored in ``path`` (no fits)."""
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            record = json.loads(line)
+            if record.get("device", "cpu") == device and "date" in record:
+                runs.setdefault(record["date"], []).append(record)
+    stamp = max(runs)  # the dates sort as text; rows added by hand may come later
+    records = runs[stamp]
+    machine = records[0].get("machine", "not recorded in `results/speed.jsonl`")
+    return render(records, stamp, machine, device, "covtype_50k_sample")
 
 
 if __name__ == "__main__":

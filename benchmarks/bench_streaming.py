@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import resource
 import subprocess
 import sys
@@ -33,6 +32,13 @@ def make_file(path: Path, rows: int) -> None:
         for start in range(0, rows, 1_000_000):
             n = min(1_000_000, rows - start)
             rng.normal(size=(n, COLS)).astype(np.float32).tofile(f)
+
+
+def _cpu() -> str:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _readme import cpu_model
+
+    return cpu_model()
 
 
 def run(mode: str, rows: int, folder: Path, threads: int) -> dict[str, object]:
@@ -67,7 +73,7 @@ def run(mode: str, rows: int, folder: Path, threads: int) -> dict[str, object]:
         "rss_after_imports_gb": round(baseline, 3),
         "threads": threads,
         "torch": torch.__version__,
-        "machine": platform.processor() or platform.machine(),
+        "machine": _cpu(),
         "date": time.strftime("%Y-%m-%d"),
     }
 
@@ -94,6 +100,46 @@ def main() -> None:
         print(json.dumps(result))
         with open(out, "a") as f:
             f.write(json.dumps(result) + "\n")
+
+
+RESULTS = Path(__file__).parent / "results" / "streaming.jsonl"
+LABEL = {"disk": "`numpy.memmap` on disk (streamed)", "memory": "the same rows in memory"}
+
+
+def readme_section(path: Path = RESULTS) -> str:
+    """The README section body from the latest stored row of each mode (no fits)."""
+    latest: dict[str, dict] = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            latest[row["mode"]] = row
+    rows = [latest[m] for m in ("disk", "memory") if m in latest]
+    first = rows[0]
+    lines = [
+        f"`python benchmarks/bench_streaming.py --rows {first['rows']}` — {first['date']}; "
+        f"machine: {first['machine']}, {first['threads']} torch thread(s), torch "
+        f"{first['torch']} (rows in `benchmarks/results/streaming.jsonl`).",
+        "",
+        "One epoch of `TabNetRegressor(max_epochs=1, early_stopping=False, batch_size=4096)` on "
+        f"a {first['rows']:,} x {COLS} float32 table ({first['file_gb']:.1f} GB), each mode in "
+        "its own process:",
+        "",
+        "| mode | epoch s | rows/s | peak RSS (whole process) | RSS after imports |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {LABEL[r['mode']]} | {r['epoch_seconds']:.1f} | {r['rows_per_second']:,} | "
+            f"{r['peak_rss_gb']:.2f} GB | {r['rss_after_imports_gb']:.2f} GB |"
+        )
+    if len(rows) == 2:
+        ratio = rows[0]["rows_per_second"] / rows[1]["rows_per_second"]
+        lines += [
+            "",
+            f"Streamed / in-memory throughput: {ratio:.2f}x; the streamed process peaks at "
+            f"{rows[0]['peak_rss_gb'] / rows[0]['file_gb']:.2f}x the table's size on disk.",
+        ]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
