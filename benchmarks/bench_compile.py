@@ -283,32 +283,50 @@ def main() -> None:
         }
         for v, recs in runs.items()
     }
-    ours = records["tabsparse"]["ms_per_step"]
-    rows = []
-    for v in variants:
-        seconds = records[v]["compile_s"]
-        shown = "" if seconds is None else f"{seconds:.0f}"
-        rows.append(f"| {v} | {records[v]['ms_per_step']:.1f} | {shown} |")
-    verdicts = [_verdict(name, records[v], ours) for name, v in COMPARED if v in records]
-    verdict = " ".join(verdicts)
-    print("\n".join([*rows, verdict]))
+    stored = {"variants": list(variants), "repeats": args.repeats, "records": records}
+    print(render({**stored, "device": args.device, "date": "(now)", "machine": "(this one)"}))
     if args.no_write:
         return
     sys.path.insert(0, str(HERE))
     import torch
     from _readme import cpu_model, write_section
 
-    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     where = (
         f"{torch.cuda.get_device_name(0)} (CUDA)"
         if args.device == "cuda"
         else f"{cpu_model()}, {os.cpu_count()} cores, one thread"
     )
-    body = "\n".join(
+    stored.update(
+        device=args.device,
+        date=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        machine=f"{where}, torch {torch.__version__}, Python {platform.python_version()}",
+    )
+    out = results_file(args.device)
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(stored, indent=1) + "\n")
+    write_section(args.readme, SECTION, render(stored))
+
+
+def results_file(device: str) -> Path:
+    """``results/compile.json`` (the CPU run the README shows) or ``compile_<device>.json``."""
+    return HERE / "results" / ("compile.json" if device == "cpu" else f"compile_{device}.json")
+
+
+def render(stored: dict[str, Any]) -> str:
+    """The README section body from one stored run."""
+    records = stored["records"]
+    ours = records["tabsparse"]["ms_per_step"]
+    rows = []
+    for v in stored["variants"]:
+        seconds = records[v]["compile_s"]
+        shown = "" if seconds is None else f"{seconds:.0f}"
+        rows.append(f"| {v} | {records[v]['ms_per_step']:.1f} | {shown} |")
+    verdict = " ".join(_verdict(name, records[v], ours) for name, v in COMPARED if v in records)
+    return "\n".join(
         [
-            f"`python benchmarks/bench_compile.py --device {args.device}` — {stamp}; {where}, "
-            f"torch {torch.__version__}, Python {platform.python_version()}; median of "
-            f"{args.repeats} fresh processes per variant, interleaved.",
+            f"`python benchmarks/bench_compile.py --device {stored['device']}` — "
+            f"{stored['date']}; machine: {stored['machine']}; median of {stored['repeats']} "
+            "fresh processes per variant, interleaved.",
             "",
             "One training step (forward, loss, backward, Adam) of the speed benchmark's TabNet "
             "(batch 1024, 54 features, n_d = n_a = 8, 3 steps): tabsparse eager (hand-fused "
@@ -321,9 +339,14 @@ def main() -> None:
             *rows,
             "",
             verdict,
+            "",
         ]
     )
-    write_section(args.readme, SECTION, body)
+
+
+def readme_section(device: str = "cpu") -> str:
+    """The section body from the stored run on ``device`` (no fits)."""
+    return render(json.loads(results_file(device).read_text()))
 
 
 if __name__ == "__main__":
