@@ -32,6 +32,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as _dt
 import json
 import os
@@ -107,6 +108,17 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
+def _like_pytorch_tabnet(model: Any) -> None:
+    """Give ``model`` pytorch-tabnet's batch-norm horizon and constant learning rate: fixed
+    choices of the estimators (``tabsparse.estimators._fixed``), parameters of a baseline
+    checked out from before they were fixed."""
+    training = {"momentum": TABSPARSE_MOMENTUM, "lr_schedule": "constant"}
+    if "momentum" in model.get_params():
+        model.set_params(**training)
+    else:
+        model._fixed = dataclasses.replace(model._fixed, **training)
+
+
 def worker(
     library: str,
     threads: int,
@@ -126,14 +138,13 @@ def worker(
         model: Any = TabNetClassifier(
             **ARCH,
             **TRAIN,
-            momentum=TABSPARSE_MOMENTUM,
             max_epochs=epochs,
             learning_rate=LEARNING_RATE,
-            lr_schedule="constant",
             early_stopping=False,
             device=device,
             random_state=seed,
         )
+        _like_pytorch_tabnet(model)
         fit = lambda: model.fit(X, y)  # noqa: E731
         explain = lambda rows: model.explain(rows)  # noqa: E731
     else:

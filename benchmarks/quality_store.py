@@ -154,6 +154,29 @@ def _auto_learning_rate(params: dict[str, str], n_rows: int, kind: str) -> float
     return _auto.auto_learning_rate(size, validating)
 
 
+#: the estimators' fixed choices that were constructor parameters (tabsparse.estimators._fixed)
+FORMER_PARAMS = frozenset(
+    {
+        "momentum",
+        "mask_type",
+        "first_mask",
+        "column_revival",
+        "column_pruning",
+        "beta_2",
+        "weight_decay",
+        "lr_schedule",
+        "ema_decay",
+        "tol",
+        "cat_emb_dim",
+        "numeric_embedding_dim",
+        "checkpoint_every",
+        "compile",
+        "distributed",
+        "huber_delta",
+    }
+)
+
+
 def resolved_tabsparse_params(
     kind: str, params: dict[str, Any], seed: int = SEED
 ) -> dict[str, str]:
@@ -164,6 +187,10 @@ def resolved_tabsparse_params(
         random_state=seed, device="cpu", **params
     )
     full = {k: v for k, v in est.get_params().items() if k not in ("verbose", "callbacks")}
+    # the fixed choices that were parameters when most rows were stored, at their values: a
+    # row stored with them matches (and keeps its prediction file's tag) when they agree
+    former = FORMER_PARAMS if kind == "regression" else FORMER_PARAMS - {"huber_delta"}
+    full.update({k: getattr(est._fixed, k) for k in former})
     return {k: repr(v) for k, v in sorted(full.items())}
 
 

@@ -19,7 +19,7 @@ Settings (the estimators' ``compile`` parameter):
 
   - **On the CPU: never.** The library's fused training step (hand-written forward and backward)
     is faster than what the compiler makes of the module path, before the compile time is
-    counted (see "torch.compile against hand-fused eager" in ``benchmarks/README.md``).
+    counted (see "torch.compile against hand-fused eager" in ``benchmarks/HISTORY.md``).
   - **On CUDA: measured.** The first two epochs run eager (the faster of them is the eager
     epoch time). If the epochs left would take less than :data:`AUTO_MIN_SECONDS` eager, the fit
     stays eager: compiling (tens of seconds) could not pay for itself. Otherwise the next epoch

@@ -1,15 +1,16 @@
-"""``n_members="auto"``, ``numeric_embedding="auto"``, ``first_mask="auto"`` and
-``cat_emb_dim="auto"``: what a fit
-resolves them to, that the network is built from the resolved values, warm starts keep them, and
+"""``n_members="auto"``, ``numeric_embedding="auto"``, and the rules of the first mask and the
+categorical embedding's width (fixed choices): what a fit resolves them to, that the network is
 model files carry them; and ``learning_rate="auto"``, resolved by each fit."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
 import pytest
+from fixed_helpers import with_fixed
 
 from tabsparse import TabNetClassifier, TabNetPretrainer, TabNetRegressor, load, save
 from tabsparse.estimators import _auto
@@ -17,6 +18,7 @@ from tabsparse.estimators._fitted_checks import check_common as _check_common
 
 SMALL = dict(max_epochs=2, n_d=8, n_a=8, n_steps=2, random_state=0, device="cpu")
 AUTO = dict(n_members="auto", numeric_embedding="auto")
+E = TypeVar("E")
 
 
 def frame(n: int = 200, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
@@ -98,10 +100,10 @@ def test_auto_first_mask_follows_the_embedding_and_the_members(
     assert plain.network_.encoder.initial is not None
     monkeypatch.setattr(_auto, "AUTO_MEMBERS_MAX_ROWS", 200)  # 200 rows: one network
     assert TabNetClassifier(**SMALL).fit(X, labels).first_mask_ == "per_row"
-    asked = TabNetClassifier(first_mask="shared", n_members=1, **SMALL).fit(X, labels)
+    asked = with_fixed(TabNetClassifier(n_members=1, **SMALL), first_mask="shared").fit(X, labels)
     assert asked.first_mask_ == "shared"  # a value is taken as it is
     for first in ("per_row", "shared"):
-        pre = TabNetPretrainer(first_mask=first, **SMALL).fit(X)
+        pre = with_fixed(TabNetPretrainer(**SMALL), first_mask=first).fit(X)
         tuned = TabNetRegressor(pretrained=pre, **SMALL).fit(X, score)
         assert tuned.first_mask_ == first
 
@@ -123,7 +125,7 @@ def test_model_file_carries_the_resolved_architecture(tmp_path: Path) -> None:
     back = load(path)
     assert back.n_members == "auto" and back.n_members_ == 4
     assert back.numeric_embedding_ == "periodic"
-    assert back.first_mask == "auto" and back.first_mask_ == "shared"
+    assert back.first_mask_ == "shared"
     assert back.network_.encoder.initial is None
     np.testing.assert_array_equal(back.predict_proba(X), clf.predict_proba(X))
 
@@ -150,7 +152,7 @@ def test_model_file_check_refuses_a_bad_architecture(
         _check_common(reg)
 
 
-# ---- cat_emb_dim="auto" --------------------------------------------------------------------
+# ---- the categorical embedding's width ------------------------------------------------------
 
 
 def test_auto_cat_emb_dim_rule() -> None:
@@ -166,39 +168,38 @@ def test_auto_cat_emb_dim_follows_the_target_and_the_embedding() -> None:
     is. The network is built from the resolved width."""
     X, score = frame()
     reg = TabNetRegressor(**SMALL).fit(X, score)
-    assert reg.cat_emb_dim == "auto" and reg.cat_emb_dim_ == 8
+    assert "cat_emb_dim" not in reg.get_params() and reg.cat_emb_dim_ == 8
     assert reg.network_.inputs.cat_emb_dim == 8
     # 2 numeric columns x 8 channels + 1 categorical column x 8
     assert reg.network_.inputs.output_dim == 24
-    assert TabNetRegressor(numeric_embedding_dim=4, **SMALL).fit(X, score).cat_emb_dim_ == 4
+    narrow = with_fixed(TabNetRegressor(**SMALL), numeric_embedding_dim=4)
+    assert narrow.fit(X, score).cat_emb_dim_ == 4
     plain = TabNetRegressor(numeric_embedding=None, **SMALL).fit(X, score)
     assert plain.cat_emb_dim_ == 1 and plain.network_.inputs.cat_emb_dim == 1
     binary = TabNetClassifier(**SMALL).fit(X, score > 0.5)
     assert binary.numeric_embedding_ == "periodic" and binary.cat_emb_dim_ == 1
-    assert TabNetClassifier(cat_emb_dim=3, **SMALL).fit(X, score > 0.5).cat_emb_dim_ == 3
-    assert TabNetRegressor(cat_emb_dim=2, **SMALL).fit(X, score).network_.inputs.cat_emb_dim == 2
+    wide = with_fixed(TabNetClassifier(**SMALL), cat_emb_dim=3).fit(X, score > 0.5)
+    assert wide.cat_emb_dim_ == 3 and wide.network_.inputs.cat_emb_dim == 3
 
 
 def test_auto_cat_emb_dim_takes_the_pretrainers_width() -> None:
     X, score = frame()
-    pre = TabNetPretrainer(cat_emb_dim=3, **SMALL).fit(X)
+    pre = with_fixed(TabNetPretrainer(**SMALL), cat_emb_dim=3).fit(X)
     tuned = TabNetRegressor(pretrained=pre, **SMALL).fit(X, score)
     assert tuned.cat_emb_dim_ == 3 and tuned.network_.inputs.cat_emb_dim == 3
     with pytest.raises(ValueError, match="cat_emb_dim=3 in the pretrainer but cat_emb_dim=8"):
-        TabNetRegressor(pretrained=pre, cat_emb_dim=8, **SMALL).fit(X, score)
+        with_fixed(TabNetRegressor(pretrained=pre, **SMALL), cat_emb_dim=8).fit(X, score)
 
 
 def test_cat_emb_dim_auto_is_validated_and_saved(tmp_path: Path) -> None:
     X, score = frame()
-    with pytest.raises(ValueError, match="'cat_emb_dim' parameter of TabNetRegressor must be"):
-        TabNetRegressor(cat_emb_dim="wide", **SMALL).fit(X, score)
-    with pytest.raises(ValueError, match="'cat_emb_dim' parameter of TabNetPretrainer must be"):
-        TabNetPretrainer(cat_emb_dim="auto", **SMALL).fit(X)  # no target to judge by
+    with pytest.raises(TypeError, match="unexpected keyword argument 'cat_emb_dim'"):
+        TabNetRegressor(cat_emb_dim=8)  # a fixed choice, not a parameter
     reg = TabNetRegressor(**SMALL).fit(X, score)
     path = tmp_path / "wide.tabsparse"
     save(reg, path)
     back = load(path)
-    assert back.cat_emb_dim == "auto" and back.cat_emb_dim_ == 8
+    assert back.cat_emb_dim_ == 8
     assert back.network_.inputs.cat_emb_dim == 8
     np.testing.assert_array_equal(back.predict(X), reg.predict(X))
 
@@ -220,27 +221,32 @@ def test_estimators_resolve_learning_rate_auto_per_fit() -> None:
     in batches under 1,024 rows, 0.02 without validation or in full batches; a number is kept."""
     X, score = frame(2_000)
     y = score > 0.5
-    fixed = dict(SMALL, lr_schedule="constant", n_members=1, numeric_embedding=None)
-    validated = TabNetClassifier(**fixed).fit(X, y)  # binary: 200 held-out rows, batch 128
+    fixed = dict(SMALL, n_members=1, numeric_embedding=None)
+
+    def constant(est: E) -> E:
+        return with_fixed(est, lr_schedule="constant")
+
+    # binary: 200 held-out rows, batch 128
+    validated = constant(TabNetClassifier(**fixed)).fit(X, y)
     assert validated.get_params()["learning_rate"] == "auto"
     assert _first_rate(validated) == pytest.approx(0.01)
-    unvalidated = TabNetClassifier(**fixed, early_stopping=False).fit(X, y)
+    unvalidated = constant(TabNetClassifier(**fixed, early_stopping=False)).fit(X, y)
     assert _first_rate(unvalidated) == pytest.approx(0.02)
-    full_batch = TabNetClassifier(**fixed, batch_size=1024).fit(X, y)
+    full_batch = constant(TabNetClassifier(**fixed, batch_size=1024)).fit(X, y)
     assert _first_rate(full_batch) == pytest.approx(0.02)
-    given = TabNetClassifier(**fixed, learning_rate=0.05).fit(X, y)
+    given = constant(TabNetClassifier(**fixed, learning_rate=0.05)).fit(X, y)
     assert _first_rate(given) == pytest.approx(0.05)
     # the regressor validates from 5,000 rows: on 2,000 it trains all epochs at 0.02
-    regressor = TabNetRegressor(**fixed).fit(X, score)
+    regressor = constant(TabNetRegressor(**fixed)).fit(X, score)
     assert _first_rate(regressor) == pytest.approx(0.02)
-    assert _first_rate(TabNetRegressor(**fixed, early_stopping=True).fit(X, score)) == (
+    assert _first_rate(constant(TabNetRegressor(**fixed, early_stopping=True)).fit(X, score)) == (
         pytest.approx(0.01)
     )
     # the pretrainer keeps 0.02 unless asked for the rule
-    pre_params = dict(SMALL, lr_schedule="constant", batch_size="auto", early_stopping=True)
-    pre = TabNetPretrainer(**pre_params, learning_rate="auto").fit(X)
+    pre_params = dict(SMALL, batch_size="auto", early_stopping=True)
+    pre = constant(TabNetPretrainer(**pre_params, learning_rate="auto")).fit(X)
     assert _first_rate(pre) == pytest.approx(0.01)  # validated, batches of 128
-    assert _first_rate(TabNetPretrainer(**pre_params).fit(X)) == pytest.approx(0.02)
+    assert _first_rate(constant(TabNetPretrainer(**pre_params)).fit(X)) == pytest.approx(0.02)
     assert TabNetPretrainer().get_params()["learning_rate"] == 0.02
 
 

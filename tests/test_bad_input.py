@@ -72,7 +72,6 @@ PARAMS = (
     "loss",
     "quantile",
     "power",
-    "huber_delta",
     "scoring",
 )
 """Keys of a case's fit keywords that are constructor parameters."""
@@ -156,13 +155,6 @@ OBJECTIVE_CASES: list[tuple[str, np.ndarray, dict[str, Any], str]] = [
         {"loss": "tweedie", "power": 0.5},
         "The 'power' parameter of TabNetRegressor must be a float in the range [1.0, inf). "
         "Got 0.5 instead.",
-    ),
-    (
-        "huber_delta of 0",
-        ONES,
-        {"loss": "huber", "huber_delta": 0.0},
-        "The 'huber_delta' parameter of TabNetRegressor must be a float in the range "
-        "(0.0, inf). Got 0.0 instead.",
     ),
     (
         "unknown loss",

@@ -153,7 +153,7 @@ def _outputs(model: Any, X: np.ndarray) -> np.ndarray:
 def test_resuming_a_finished_fit_returns_the_finished_model(
     cls: str, random_state: int | None, tmp_path: Any
 ) -> None:
-    """The default weight average (ema_decay=0.99) recomputes batch-norm statistics when the fit
+    """The weight average (a fixed choice, decay 0.99) recomputes batch-norm statistics when the fit
     ends; a resume that has no epoch left to run does the same, from the same rows."""
     import tabsparse
 
@@ -162,7 +162,7 @@ def test_resuming_a_finished_fit_returns_the_finished_model(
     if cls == "TabNetClassifier":
         y = (y > 0).astype(int)
     settings = {**SMALL, "max_epochs": 4, "random_state": random_state}
-    assert estimator().ema_decay == 0.99  # the default this test is about
+    assert estimator()._fixed.ema_decay == 0.99  # the fixed choice this test is about
     original = estimator(**settings, checkpoint_dir=tmp_path).fit(X, y)
     resumed = estimator(**settings).fit(X, y, resume_from=tmp_path)
     assert resumed.n_iter_ == original.n_iter_ == 4

@@ -1,6 +1,7 @@
-"""``column_revival``: columns that fall out of the shared first mask early are put back for a
-trial; with ``column_pruning``, after it the columns below the uniform share are pruned from it
-(:mod:`tabsparse.nn.shared_mask`, :class:`tabsparse.training.ColumnRevival`)."""
+"""Column revival (a fixed choice of the estimators: 3 epochs, no pruning): columns that fall out
+of the shared first mask early are put back for a trial; with pruning, after it the columns below
+the uniform share are pruned from it (:mod:`tabsparse.nn.shared_mask`,
+:class:`tabsparse.training.ColumnRevival`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from fixed_helpers import with_fixed
 from model_file_helpers import edit_doc, read_members, write_members
 
 from tabsparse import TabNetClassifier, TabNetRegressor, load, save
@@ -167,10 +169,15 @@ def _data(n: int = 600, d: int = 12) -> tuple[np.ndarray, np.ndarray]:
     return X, (X[:, 0] + X[:, 1] - X[:, 2] > 0).astype(int)
 
 
+FIXED = ("column_revival", "column_pruning")
+
+
 def _fit(**params: Any) -> tuple[TabNetClassifier, _Watch]:
+    """A small fit with a shared first mask; ``column_revival`` / ``column_pruning`` replace the
+    fixed choices."""
     watch = _Watch()
+    fixed = {"first_mask": "shared", **{k: params.pop(k) for k in FIXED if k in params}}
     params = {
-        "first_mask": "shared",
         "n_d": 8,
         "n_a": 8,
         "max_epochs": 8,
@@ -180,7 +187,7 @@ def _fit(**params: Any) -> tuple[TabNetClassifier, _Watch]:
         "early_stopping": True,
         **params,
     }
-    est = TabNetClassifier(**params).fit(*_data())
+    est = with_fixed(TabNetClassifier(**params), **fixed).fit(*_data())
     return est, watch
 
 
@@ -222,7 +229,8 @@ def test_which_edits_a_fit_makes(
     _, watch = _fit(max_epochs=8, n_iter_no_change=8, **params)
     assert len(watch.masks) == 8
     assert calls == expected
-    assert TabNetClassifier().column_revival == 3 and TabNetClassifier().column_pruning is False
+    fixed = TabNetClassifier()._fixed
+    assert (fixed.column_revival, fixed.column_pruning) == (3, False)
 
 
 #: a sparsity penalty under which columns of ``_data`` die within a few epochs on any processor
@@ -283,37 +291,30 @@ def test_a_continued_fit_does_not_revive() -> None:
     dead = shared_mask.shared_first_mask(est.network_.encoder) == 0
     assert dead[[4, 7]].all()
     watch = _Watch()
-    est.set_params(warm_start=True, column_revival=3, callbacks=[watch], max_epochs=2)
-    est.fit(*_data())
+    est.set_params(warm_start=True, callbacks=[watch], max_epochs=2)
+    with_fixed(est, column_revival=3).fit(*_data())
     assert all(bool((m[dead] == 0).all()) for m in watch.masks)
 
 
-def test_the_parameters_are_validated_saved_and_missing_from_old_files_mean_the_old_fit(
+def test_the_revival_is_not_a_parameter_and_files_that_name_it_load_as_fitted(
     tmp_path: Path,
 ) -> None:
-    X, y = _data()
-    with pytest.raises(ValueError, match="column_revival"):
-        TabNetClassifier(column_revival=-1).fit(X, y)
-    with pytest.raises(ValueError, match="column_revival"):
-        TabNetRegressor(column_revival=1.5).fit(X, y.astype(float))
-    with pytest.raises(ValueError, match="column_pruning"):
-        TabNetClassifier(column_pruning="yes").fit(X, y)
+    X, _ = _data()
+    for name in FIXED:
+        with pytest.raises(TypeError, match=f"unexpected keyword argument '{name}'"):
+            TabNetClassifier(**{name: 1})
+        assert name not in TabNetRegressor().get_params()
     est, _ = _fit(column_revival=1, column_pruning=True, max_epochs=3, callbacks=None)
     path = tmp_path / "model.tabsparse"
     save(est, path)
-    assert (load(path).column_revival, load(path).column_pruning) == (1, True)
+    np.testing.assert_array_equal(load(path).predict_proba(X), est.predict_proba(X))
 
-    def drop(*names: str) -> TabNetClassifier:
-        members = edit_doc(read_members(path), lambda doc: [doc["params"].pop(n) for n in names])
-        old = tmp_path / "old.tabsparse"
-        write_members(old, members)
-        back = load(old)
-        np.testing.assert_array_equal(back.predict_proba(X), est.predict_proba(X))
-        return back
+    # a file written while they were parameters names them: they shaped the training only
+    def named(doc: dict[str, Any]) -> None:
+        doc["params"].update(column_revival=1, column_pruning=True)
 
-    # files from before both parameters were fitted without revival
-    back = drop("column_revival", "column_pruning")
-    assert (back.column_revival, back.column_pruning) == (0, False)
-    # files from before column_pruning with a revival: a revival then always pruned after
-    back = drop("column_pruning")
-    assert (back.column_revival, back.column_pruning) == (1, True)
+    old = tmp_path / "old.tabsparse"
+    write_members(old, edit_doc(read_members(path), named))
+    back = load(old)
+    assert "column_revival" not in back.get_params()
+    np.testing.assert_array_equal(back.predict_proba(X), est.predict_proba(X))

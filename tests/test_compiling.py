@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import ce, make_data, make_net
+from fixed_helpers import with_fixed
 
 import tabsparse.compiling as compiling
 from tabsparse import TabNetClassifier, TabNetRegressor
@@ -126,7 +127,7 @@ def _table(n: int = 600) -> tuple[np.ndarray, np.ndarray]:
 
 def test_compile_true_fits_a_classifier_and_the_model_pickles() -> None:
     X, y = _table()
-    clf = TabNetClassifier(max_epochs=8, compile=True, random_state=0).fit(X, y)
+    clf = with_fixed(TabNetClassifier(max_epochs=8, random_state=0), compile=True).fit(X, y)
     assert clf.compiled_
     assert clf.score(X, y) > 0.85
     again = pickle.loads(pickle.dumps(clf))
@@ -136,7 +137,8 @@ def test_compile_true_fits_a_classifier_and_the_model_pickles() -> None:
 def test_compile_true_fits_a_regressor_with_early_stopping_and_weights() -> None:
     X, _ = _table(1200)
     target = X[:, 0] - X[:, 2]
-    reg = TabNetRegressor(max_epochs=5, compile="default", early_stopping=True, random_state=0)
+    reg = TabNetRegressor(max_epochs=5, early_stopping=True, random_state=0)
+    with_fixed(reg, compile="default")
     reg.fit(X, target, sample_weight=np.linspace(0.5, 1.5, len(X)))
     assert reg.compiled_
     assert reg.score(X, target) > 0.5
@@ -149,8 +151,8 @@ def test_auto_never_compiles_on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(torch, "compile", fail)
     X, y = _table()
     clf = TabNetClassifier(max_epochs=3, random_state=0).fit(X, y)  # compile="auto"
-    assert clf.compile == "auto" and not clf.compiled_
-    eager = TabNetClassifier(max_epochs=3, compile=False, random_state=0).fit(X, y)
+    assert clf._fixed.compile == "auto" and not clf.compiled_
+    eager = with_fixed(TabNetClassifier(max_epochs=3, random_state=0), compile=False).fit(X, y)
     np.testing.assert_array_equal(clf.predict_proba(X), eager.predict_proba(X))
 
 
@@ -215,7 +217,7 @@ def test_compile_true_fits_a_pretrainer() -> None:
     from tabsparse import TabNetPretrainer
 
     X, _ = _table()
-    pre = TabNetPretrainer(max_epochs=3, compile=True, random_state=0).fit(X)
+    pre = with_fixed(TabNetPretrainer(max_epochs=3, random_state=0), compile=True).fit(X)
     assert pre.compiled_
     assert np.isfinite([h["train_loss"] for h in pre.history_]).all()
     assert pre.transform(X).shape == (len(X), pre.n_d)
@@ -225,7 +227,8 @@ def test_compile_true_fits_a_pretrainer() -> None:
 def test_compile_true_on_cuda_with_autocast() -> None:
     """On CUDA the fit runs under bf16 autocast; the compiled step traces it as one graph."""
     X, y = _table()
-    clf = TabNetClassifier(max_epochs=8, compile=True, device="cuda", random_state=0).fit(X, y)
+    clf = TabNetClassifier(max_epochs=8, device="cuda", random_state=0)
+    clf = with_fixed(clf, compile=True).fit(X, y)
     assert clf.compiled_ and clf.device_.type == "cuda"
     assert clf.score(X, y) > 0.85
 
@@ -273,11 +276,12 @@ def test_compile_true_fits_multilabel_and_multitask_classifiers() -> None:
     X, y = _table()
     labels = np.stack([y, (X[:, 2] > 0).astype(int), (X[:, 3] > 0.5).astype(int)], 1)
     for loss in ("sparsemax", "bce"):
-        clf = TabNetClassifier(max_epochs=4, compile=True, multilabel_loss=loss, random_state=0)
+        clf = TabNetClassifier(max_epochs=4, multilabel_loss=loss, random_state=0)
+        with_fixed(clf, compile=True)
         assert clf.fit(X, labels).compiled_
         assert clf.predict(X).shape == labels.shape
     tasks = np.stack([y, np.digitize(X[:, 1], [-0.5, 0.5])], 1)
-    clf = TabNetClassifier(max_epochs=4, compile=True, random_state=0).fit(X, tasks)
+    clf = with_fixed(TabNetClassifier(max_epochs=4, random_state=0), compile=True).fit(X, tasks)
     assert clf.compiled_ and len(clf.predict_proba(X)) == 2
 
 
@@ -322,9 +326,8 @@ def test_auto_falls_back_when_the_compiled_backward_fails(monkeypatch: pytest.Mo
 
 
 def test_a_compiled_fit_resumes_eager_and_warm_starts(tmp_path: Any) -> None:
-    """``compile`` changes only the rounding, so a checkpoint of a compiled fit resumes with
-    ``compile=False`` (the checkpoint's parameter check leaves it out), and ``warm_start``
-    continues a compiled fit."""
+    """Compiling changes only the rounding, so a checkpoint of a compiled fit resumes eager,
+    and ``warm_start`` continues a compiled fit."""
     from tabsparse.training import Callback
 
     class StopAfterTwo(Callback):
@@ -333,11 +336,14 @@ def test_a_compiled_fit_resumes_eager_and_warm_starts(tmp_path: Any) -> None:
 
     X, y = _table()
     common = {"max_epochs": 5, "checkpoint_dir": tmp_path, "random_state": 0}
-    first = TabNetClassifier(compile=True, callbacks=[StopAfterTwo()], **common).fit(X, y)
+    first = TabNetClassifier(callbacks=[StopAfterTwo()], **common)
+    first = with_fixed(first, compile=True).fit(X, y)
     assert first.n_iter_ == 2 and first.compiled_
-    resumed = TabNetClassifier(compile=False, **common).fit(X, y, resume_from=tmp_path)
+    resumed = with_fixed(TabNetClassifier(**common), compile=False)
+    resumed.fit(X, y, resume_from=tmp_path)
     assert resumed.n_iter_ == 5 and not resumed.compiled_
-    warm = TabNetClassifier(max_epochs=2, compile=True, warm_start=True, random_state=0)
+    warm = TabNetClassifier(max_epochs=2, warm_start=True, random_state=0)
+    with_fixed(warm, compile=True)
     warm.fit(X, y).fit(X, y)
     assert warm.n_iter_ == 4 and warm.compiled_
 

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from fixed_helpers import with_fixed
 from sklearn.exceptions import NotFittedError
 
 from tabsparse import TabNetClassifier, TabNetRegressor
@@ -164,9 +165,9 @@ def models(train: pd.DataFrame) -> dict[str, Any]:
     y_reg = 100.0 + 25.0 * score
     return {
         # the paper's per-row first mask (an initial transformer) and the default shared one
-        "binary": TabNetClassifier(**SMALL, first_mask="per_row").fit(train, y_binary),
+        "binary": with_fixed(TabNetClassifier(**SMALL), first_mask="per_row").fit(train, y_binary),
         "multiclass": TabNetClassifier(**SMALL).fit(train, y_multi),
-        "regression": TabNetRegressor(**SMALL, first_mask="shared").fit(train, y_reg),
+        "regression": with_fixed(TabNetRegressor(**SMALL), first_mask="shared").fit(train, y_reg),
     }
 
 
@@ -428,7 +429,7 @@ def test_numeric_only_entmax_and_codes_only_models_torch(tmp_path: Path) -> None
     )
     y = (rng.random(200) < 0.5).astype(int)
     tiny = {**SMALL, "max_epochs": 2}
-    reg = TabNetRegressor(**tiny, mask_type="entmax").fit(X_num, y * 1.0)
+    reg = with_fixed(TabNetRegressor(**tiny), mask_type="entmax").fit(X_num, y * 1.0)
     clf = TabNetClassifier(**tiny).fit(X_cat, y)
 
     p = export_model(reg, tmp_path / "num.pt2", "torch", masks=True)

@@ -6,11 +6,13 @@ pretraining."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from fixed_helpers import with_fixed
 from model_file_helpers import edit_doc, read_members, write_members
 
 from tabsparse import TabNetClassifier, TabNetPretrainer, load, save
@@ -108,36 +110,48 @@ def _frame(n: int = 200) -> tuple[pd.DataFrame, np.ndarray]:
 
 def test_estimators_take_save_and_check_the_first_mask(tmp_path: Path) -> None:
     X, y = _frame()
-    est = TabNetClassifier(first_mask="shared", **SMALL).fit(X, y)
-    assert est.network_.encoder.initial is None
+    est = with_fixed(TabNetClassifier(**SMALL), first_mask="shared").fit(X, y)
+    assert est.first_mask_ == "shared" and est.network_.encoder.initial is None
     imp = est.explain(X).importances
     path = tmp_path / "model.tabsparse"
     save(est, path)
     back = load(path)
-    assert back.first_mask == "shared" and back.network_.encoder.initial is None
+    assert back.first_mask_ == "shared" and back.network_.encoder.initial is None
     np.testing.assert_array_equal(back.predict_proba(X), est.predict_proba(X))
     np.testing.assert_array_equal(back.explain(X).importances, imp)
-    with pytest.raises(ValueError, match="first_mask"):
-        TabNetClassifier(first_mask="first").fit(X, y)
-    pre = TabNetPretrainer(first_mask="shared", **SMALL).fit(X)
-    tuned = TabNetClassifier(first_mask="shared", pretrained=pre, **SMALL).fit(X, y)
-    assert tuned.network_.encoder.initial is None
+    with pytest.raises(TypeError, match="unexpected keyword argument 'first_mask'"):
+        TabNetClassifier(first_mask="shared")  # a fixed choice, not a parameter
+    pre = with_fixed(TabNetPretrainer(**SMALL), first_mask="shared").fit(X)
+    tuned = TabNetClassifier(pretrained=pre, **SMALL).fit(X, y)  # the rule takes the pretrainer's
+    assert tuned.first_mask_ == "shared" and tuned.network_.encoder.initial is None
     with pytest.raises(ValueError, match=r"architecture of pretrained: first_mask"):
-        TabNetClassifier(first_mask="per_row", pretrained=pre, **SMALL).fit(X, y)
+        with_fixed(TabNetClassifier(pretrained=pre, **SMALL), first_mask="per_row").fit(X, y)
 
 
-def test_model_files_from_before_the_parameter_load_with_the_papers_first_mask(
-    tmp_path: Path,
+def _without_architecture(doc: dict[str, Any], first_mask: str | None) -> None:
+    """A file from before the fitted architecture: the network's settings only in its
+    parameters (``first_mask`` among them, or not even that)."""
+    doc["attributes"].pop("architecture_")
+    doc["attributes"].pop("first_mask_")
+    if first_mask is not None:
+        doc["params"]["first_mask"] = first_mask
+
+
+@pytest.mark.parametrize(("named", "built"), [(None, "per_row"), ("shared", "shared")])
+def test_model_files_from_before_the_fitted_architecture_load_with_the_first_mask_they_name(
+    tmp_path: Path, named: str | None, built: str
 ) -> None:
-    """A file written before ``first_mask`` existed (its parameters lack it) was fitted with
-    the paper's per-row first mask: it loads as that, whatever today's default."""
+    """A file written before the fitted architecture builds its network from its parameters:
+    without ``first_mask`` among them it was fitted with the paper's per-row first mask, with
+    it, with that one; it loads as that, whatever the fixed choice's rule says today."""
     X, y = _frame()
-    est = TabNetClassifier(first_mask="per_row", **SMALL).fit(X, y)
+    est = with_fixed(TabNetClassifier(**SMALL), first_mask=built).fit(X, y)
     path = tmp_path / "model.tabsparse"
     save(est, path)
-    members = edit_doc(read_members(path), lambda doc: doc["params"].pop("first_mask"))
+    members = edit_doc(read_members(path), lambda doc: _without_architecture(doc, named))
     old = tmp_path / "old.tabsparse"
     write_members(old, members)
     back = load(old)
-    assert back.first_mask == "per_row" and back.network_.encoder.initial is not None
+    assert back.architecture_["first_mask"] == built
+    assert (back.network_.encoder.initial is None) == (built == "shared")
     np.testing.assert_array_equal(back.predict_proba(X), est.predict_proba(X))

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from fixed_helpers import with_fixed
 from model_file_helpers import edit_doc, read_members, write_members
 
 from tabsparse import TabNetClassifier, TabNetPretrainer, TabNetRegressor, load, save
@@ -56,19 +57,14 @@ def regressor(data: tuple[pd.DataFrame, np.ndarray]) -> TabNetRegressor:
 # every parameter the network is built from, changed after the fit
 CHANGES: dict[str, dict[str, Any]] = {
     "gamma": {"gamma": 2.0},
-    "mask_type": {"mask_type": "entmax"},
     "n_d": {"n_d": 8},
     "n_a": {"n_a": 8},
     "n_steps": {"n_steps": 3},
     "n_independent": {"n_independent": 1},
     "n_shared": {"n_shared": 1},
-    "momentum": {"momentum": 0.5},
     "virtual_batch_size": {"virtual_batch_size": 16},
-    "first_mask": {"first_mask": "per_row"},
-    "cat_emb_dim": {"cat_emb_dim": 3},
     "grouped_features": {"grouped_features": [["a", "b"]]},
     "numeric_embedding": {"numeric_embedding": None},
-    "numeric_embedding_dim": {"numeric_embedding_dim": 4},
     "n_members": {"n_members": 2},
 }
 
@@ -94,6 +90,29 @@ def test_set_params_after_a_fit_changes_neither_predict_nor_the_saved_model(
     np.testing.assert_array_equal(back.explain(X).masks, model.explain(X).masks)
 
 
+def test_other_fixed_choices_after_a_fit_change_neither_predict_nor_the_saved_model(
+    regressor: TabNetRegressor, data: tuple[pd.DataFrame, np.ndarray], tmp_path: Path
+) -> None:
+    X, _ = data
+    model = copy.deepcopy(regressor)
+    before, fitted = model.predict(X), dict(model.architecture_)
+    with_fixed(
+        model,
+        momentum=0.5,
+        mask_type="entmax",
+        first_mask="per_row",
+        cat_emb_dim=3,
+        numeric_embedding_dim=4,
+    )
+    np.testing.assert_array_equal(model.predict(X), before)
+    assert model.architecture_ == fitted
+    path = tmp_path / "m.tabsparse"
+    save(model, path)
+    back = load(path)
+    assert back.architecture_ == fitted
+    np.testing.assert_array_equal(back.predict(X), before)
+
+
 def test_the_fitted_architecture_is_the_network_built(regressor: TabNetRegressor) -> None:
     arch = regressor.architecture_
     assert arch["n_steps"] == regressor.network_.encoder.n_steps == 2
@@ -110,9 +129,10 @@ def test_a_classifier_and_a_pretrainer_keep_their_fitted_network(
     data: tuple[pd.DataFrame, np.ndarray], tmp_path: Path
 ) -> None:
     X, y = data
-    clf = TabNetClassifier(**SMALL, mask_type="entmax").fit(X, y > 0)
+    clf = with_fixed(TabNetClassifier(**SMALL), mask_type="entmax").fit(X, y > 0)
     proba = clf.predict_proba(X)
-    clf.set_params(mask_type="sparsemax", gamma=2.0, n_steps=4)
+    clf.set_params(gamma=2.0, n_steps=4)
+    clf._fixed = TabNetClassifier._fixed  # the fixed choices back: sparsemax
     save(clf, tmp_path / "clf.tabsparse")
     np.testing.assert_array_equal(load(tmp_path / "clf.tabsparse").predict_proba(X), proba)
 
@@ -163,14 +183,14 @@ def test_warm_start_refuses_a_changed_architecture(
     plain = TabNetRegressor(
         **{**SMALL, "max_epochs": 1}, numeric_embedding=None, warm_start=True
     ).fit(X, y)
-    plain.set_params(numeric_embedding_dim=4).fit(X, y)  # no embedding: its width builds nothing
+    with_fixed(plain, numeric_embedding_dim=4).fit(X, y)  # no embedding: its width builds nothing
     assert plain.n_iter_ == 2
     plain.set_params(numeric_embedding="periodic")
     changed = (
         "cat_emb_dim: 1 -> 4; numeric_embedding: None -> 'periodic'; numeric_embedding_dim: 8 -> 4"
     )
     with pytest.raises(ValueError, match="^" + re.escape(WARM_REFUSAL.format(changed)) + "$"):
-        plain.set_params(cat_emb_dim=4).fit(X, y)
+        with_fixed(plain, cat_emb_dim=4).fit(X, y)
 
 
 def test_a_pretrainer_warm_start_refuses_another_decoder(

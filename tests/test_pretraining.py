@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import TINY_FIT
+from fixed_helpers import with_fixed
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
@@ -322,9 +323,8 @@ def test_validation_mask_is_drawn_once(X: pd.DataFrame, monkeypatch: pytest.Monk
 
 
 def test_early_stopping_and_history(X: pd.DataFrame) -> None:
-    model = TabNetPretrainer(**{**TINY, "max_epochs": 20}, n_iter_no_change=2, tol=100.0).fit(
-        X, X_val=X.iloc[:60]
-    )
+    model = TabNetPretrainer(**{**TINY, "max_epochs": 20}, n_iter_no_change=2)
+    model = with_fixed(model, tol=100.0).fit(X, X_val=X.iloc[:60])
     assert len(model.history_) == 3 and model.n_iter_ == 3 and model.best_iteration_ == 0
     assert [r["epoch"] for r in model.history_] == [0.0, 1.0, 2.0]
     for record in model.history_:
@@ -457,8 +457,9 @@ def test_mismatched_architecture_is_named(
             TabNetClassifier(**{**TINY, "n_d": 8}, pretrained=pre).fit(X, y)
     finally:
         pre.set_params(n_d=4)
-    # gamma, mask_type and the training parameters may differ
-    TabNetClassifier(**TINY, gamma=1.0, mask_type="entmax", pretrained=pre).fit(X, y)
+    # gamma, the mask type and the training parameters may differ
+    tuned = TabNetClassifier(**TINY, gamma=1.0, pretrained=pre)
+    with_fixed(tuned, mask_type="entmax").fit(X, y)
 
 
 def test_mismatched_columns_are_named(

@@ -1,19 +1,25 @@
-"""The defaults that depend on the data: ``n_members="auto"``, ``numeric_embedding="auto"``,
-``first_mask="auto"`` and ``cat_emb_dim="auto"`` (the architecture), and ``learning_rate="auto"``
-(the training).
+"""The rules behind every "auto": the defaults that depend on the data, in one table.
 
-A fit resolves them once (a warm start keeps the network, and them) into the fitted attributes
-``n_members_``, ``numeric_embedding_``, ``first_mask_`` and ``cat_emb_dim_``; the network is
-built from those, and model files save them. An estimator without them (unfitted, or loaded
-from a file written before they existed) builds from its parameters, where "auto" cannot occur
-in such files.
+- ``n_members``: :data:`AUTO_MEMBERS` (4) below :data:`AUTO_MEMBERS_MAX_ROWS` (25,000) rows
+  with one target column, else 1. Kept in ``n_members_``.
+- ``numeric_embedding``: ``"periodic"`` for binary and regression targets (not from a
+  pretrainer), else None. Kept in ``numeric_embedding_``.
+- the first mask (a fixed choice, :mod:`tabsparse.estimators._fixed`): shared by all rows with
+  a numeric embedding or members, else per row; from a pretrainer, the pretrainer's. Kept in
+  ``first_mask_``.
+- the categorical embedding's width (a fixed choice): as many channels as a numeric column
+  gets (8) for a regressor with a numeric embedding, else 1; from a pretrainer, the
+  pretrainer's. Kept in ``cat_emb_dim_``.
+- ``learning_rate``: 0.01 for a validated fit in batches under 1,024 rows, else 0.02
+  (``history_`` records each epoch's rate).
+- ``batch_size``: 1,024 from 16,384 training rows on; below, the largest power of two giving 16
+  steps per epoch, at least 128 (:func:`tabsparse.training.auto_batch_size`).
+- ``early_stopping``: on when ``validation_fraction`` of the rows is at least 500 (100 for a
+  binary target).
+- ``device``: CUDA when available, else the CPU. Kept in ``device_``.
 
-The rules: the user guide ("Choosing parameters / defaults"); how they were chosen: the
-quality benchmark in ``benchmarks/README.md``.
-
-``learning_rate="auto"`` is resolved by every fit from its training batch and whether it
-validates (:func:`auto_learning_rate`); it builds nothing, so no fitted attribute holds it
-(``history_`` records each epoch's rate).
+A fit resolves the architecture's rules once (a warm start keeps the network, and them) into
+the fitted attributes above; the network is built from those, and model files save them.
 """
 
 from __future__ import annotations
@@ -82,7 +88,7 @@ def auto_numeric_embedding(periodic_suits: bool, pretrained: bool = False) -> st
 
 
 def auto_first_mask(n_members: int, numeric_embedding: str | None) -> str:
-    """What ``first_mask="auto"`` resolves to (without a pretrainer): ``"shared"`` for a network
+    """The first mask (without a pretrainer): ``"shared"`` for a network
     with a numeric embedding (with the per-row first mask its masks stop explaining) or with
     members, ``"per_row"`` for one network without an embedding (where the shared first mask
     cost accuracy on some tables)."""
@@ -90,7 +96,7 @@ def auto_first_mask(n_members: int, numeric_embedding: str | None) -> str:
 
 
 def auto_cat_emb_dim(wide_suits: bool, numeric_embedding: str | None, numeric_dim: int) -> int:
-    """What ``cat_emb_dim="auto"`` resolves to (without a pretrainer): as many channels per
+    """The categorical embedding's width (without a pretrainer): as many channels per
     categorical column as a numeric column has (``numeric_dim``) where the estimator judges its
     target suited (``wide_suits``: regression) and the network embeds its numeric columns,
     else 1: wider embeddings helped regression tables with categorical columns and not the
@@ -123,9 +129,9 @@ def resolve_architecture(
     ``numeric_embedding="auto"``: ``"periodic"`` where ``periodic_suits`` (the estimator's
     judgement of its target: regression and binary classification) unless the fit starts from a
     pretrainer (whose input layer has no numeric embedding), else None.
-    ``first_mask="auto"``: the pretrainer's first mask when there is one (its encoder is
+    The first mask: the pretrainer's first mask when there is one (its encoder is
     copied), else :func:`auto_first_mask`.
-    ``cat_emb_dim="auto"``: the pretrainer's width when there is one, else
+    The categorical width: the pretrainer's width when there is one, else
     :func:`auto_cat_emb_dim` (``wide_categories_suit``: the estimator's judgement of its target).
     """
     members = getattr(est, "n_members", 1)
@@ -134,18 +140,18 @@ def resolve_architecture(
     embedding = getattr(est, "numeric_embedding", None)
     if embedding == AUTO:
         embedding = auto_numeric_embedding(periodic_suits, pretrained is not None)
-    first = getattr(est, "first_mask", "per_row")
+    first = est._fixed.first_mask
     if first == AUTO:
         if pretrained is not None:
             first = getattr(pretrained.network_.encoder, "first_mask", "per_row")
         else:
             first = auto_first_mask(int(members), embedding)
-    width = getattr(est, "cat_emb_dim", 1)
+    width = est._fixed.cat_emb_dim
     if width == AUTO:
         if pretrained is not None:
             width = pretrained.network_.inputs.cat_emb_dim
         else:
-            numeric_dim = getattr(est, "numeric_embedding_dim", 8)
+            numeric_dim = est._fixed.numeric_embedding_dim
             width = auto_cat_emb_dim(wide_categories_suit, embedding, numeric_dim)
     est.n_members_ = int(members)
     est.numeric_embedding_ = embedding
@@ -154,9 +160,10 @@ def resolve_architecture(
 
 
 def _built_from(est: Any, name: str, default: Any, auto: Any) -> Any:
-    """The fitted ``name_`` of ``est``, else its parameter ``name`` (``default`` for an estimator
-    pickled before the parameter existed), with ``auto`` in place of "auto"."""
-    value = getattr(est, f"{name}_", getattr(est, name, default))
+    """The fitted ``name_`` of ``est``, else its parameter or fixed choice ``name`` (else
+    ``default``), with ``auto`` in place of "auto"."""
+    fixed = getattr(est._fixed, name, default)
+    value = getattr(est, f"{name}_", getattr(est, name, fixed))
     return auto if value == AUTO else value
 
 

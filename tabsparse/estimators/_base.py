@@ -42,17 +42,15 @@ import torch
 from sklearn.base import BaseEstimator
 
 from tabsparse._compat import Interval, StrOptions
-from tabsparse.compiling import COMPILE_MODES
 from tabsparse.data import TableEncoder
 from tabsparse.estimators._auto import auto_learning_rate
 from tabsparse.estimators._explaining import IMPORTANCE_SAMPLE, Explaining
+from tabsparse.estimators._fixed import SUPERVISED, FixedChoices
 from tabsparse.estimators._inputs import resolve_device
 from tabsparse.estimators._tables import TableHandling
-from tabsparse.nn.encoder import FIRST_MASKS
 from tabsparse.progress import progress_callbacks
 from tabsparse.streaming import StreamingSource
 from tabsparse.training import (
-    LR_SCHEDULES,
     LossFn,
     ScoreFn,
     TensorData,
@@ -70,7 +68,7 @@ logger = logging.getLogger("tabsparse")
 #: ``early_stopping="auto"`` holds out ``validation_fraction`` of the rows and stops on them
 #: when that is at least this many rows (5,000 rows at the default 10%): on fewer, the
 #: validation loss is too noisy to stop on (see "Defaults: what was tried" in
-#: benchmarks/README.md)
+#: benchmarks/HISTORY.md)
 AUTO_EARLY_STOPPING_ROWS = 500
 
 
@@ -94,6 +92,9 @@ class TabNetBase(Explaining, TableHandling, BaseEstimator):
     encoder_: TableEncoder
     network_: torch.nn.Module
 
+    #: The settings that are not parameters (:mod:`tabsparse.estimators._fixed`).
+    _fixed: FixedChoices = SUPERVISED
+
     #: The parameters every estimator has; the subclasses add theirs.
     _parameter_constraints: dict[str, list[Any]] = {
         "n_d": [Interval(Integral, 1, None, closed="left")],
@@ -102,33 +103,23 @@ class TabNetBase(Explaining, TableHandling, BaseEstimator):
         "gamma": [Interval(Real, 1.0, None, closed="left")],
         "n_independent": [Interval(Integral, 0, None, closed="left")],
         "n_shared": [Interval(Integral, 0, None, closed="left")],
-        "momentum": [Interval(Real, 0.0, 1.0, closed="both")],
-        "mask_type": [StrOptions({"sparsemax", "entmax"})],
-        "first_mask": [StrOptions(set(FIRST_MASKS))],
         "lambda_sparse": [Interval(Real, 0.0, None, closed="left")],
         "virtual_batch_size": [Interval(Integral, 1, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "max_epochs": [Interval(Integral, 1, None, closed="left")],
         "learning_rate": [Interval(Real, 0.0, None, closed="neither"), StrOptions({"auto"})],
-        "weight_decay": [Interval(Real, 0.0, None, closed="left")],
-        "lr_schedule": [StrOptions(set(LR_SCHEDULES))],
-        "ema_decay": [Interval(Real, 0.0, 1.0, closed="neither"), None],
         "early_stopping": [StrOptions({"auto"}), "boolean"],
         "validation_fraction": [Interval(Real, 0.0, 1.0, closed="neither")],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, 0.0, None, closed="left")],
         "categorical_features": ["array-like", StrOptions({"from_dtype"}), None],
         "datetime_features": [StrOptions({"error", "expand"})],
-        "cat_emb_dim": [Interval(Integral, 1, None, closed="left")],
         "grouped_features": [list, None],
         "device": [str],
-        "compile": ["boolean", StrOptions({"auto", *COMPILE_MODES})],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "warm_start": ["boolean"],
         "callbacks": [list, None],
         "checkpoint_dir": [str, os.PathLike, None],
-        "checkpoint_every": [Interval(Integral, 1, None, closed="left")],
     }
 
     # ---- hooks of the fit template (module docstring) -----------------------------------------
@@ -172,7 +163,7 @@ class TabNetBase(Explaining, TableHandling, BaseEstimator):
 
     def _adam_betas(self) -> tuple[float, float]:
         """AdamW's ``(beta1, beta2)`` for the fit."""
-        return (0.9, 0.999)
+        return (0.9, self._fixed.beta_2)
 
     def _column_edits(self, continuing: bool) -> tuple[int, bool]:
         """Epochs of reviving the shared first mask's columns, and whether to prune them after
@@ -279,22 +270,22 @@ class TabNetBase(Explaining, TableHandling, BaseEstimator):
                 max_epochs=self.max_epochs,
                 batch_size=batch_size,
                 learning_rate=self._learning_rate(batch_size, validating),
-                weight_decay=self.weight_decay,
+                weight_decay=self._fixed.weight_decay,
                 adam_betas=self._adam_betas(),
-                lr_schedule=self.lr_schedule,
-                ema_decay=self.ema_decay,
+                lr_schedule=self._fixed.lr_schedule,
+                ema_decay=self._fixed.ema_decay,
                 lambda_sparse=self.lambda_sparse,
                 n_iter_no_change=self.n_iter_no_change,
-                tol=self.tol,
+                tol=self._fixed.tol,
                 seed=seed,
                 verbose=self.verbose,
                 amp=device.type == "cuda",
-                compile=self.compile,
+                compile=self._fixed.compile,
                 column_revival=revival,
                 column_pruning=pruning,
                 virtual_batch_size=self.virtual_batch_size,
                 checkpoint_dir=self.checkpoint_dir,
-                checkpoint_every=self.checkpoint_every,
+                checkpoint_every=self._fixed.checkpoint_every,
                 checkpoint_meta=self._checkpoint_meta(len(train), seed),
             ),
             score_fn=self._score_fn(),
@@ -324,17 +315,10 @@ class TabNetBase(Explaining, TableHandling, BaseEstimator):
             self.__dict__.pop("selector_", None)
 
     def _checkpoint_meta(self, n_train: int, seed: int) -> dict[str, Any]:
-        # settings that do not change what is fitted (compile: only the rounding), and
+        # settings that do not change what is fitted, and
         # max_epochs, which the trainer checks against the checkpoint's epochs itself (a resume
         # may train to a larger max_epochs)
-        skip = {
-            "callbacks",
-            "checkpoint_dir",
-            "checkpoint_every",
-            "verbose",
-            "compile",
-            "max_epochs",
-        }
+        skip = {"callbacks", "checkpoint_dir", "verbose", "max_epochs"}
         params = {k: repr(v) for k, v in self.get_params().items() if k not in skip}
         return {"estimator": type(self).__name__, "n_train": n_train, "seed": seed, **params}
 
@@ -444,12 +428,11 @@ class TabNetBase(Explaining, TableHandling, BaseEstimator):
             "gamma": float(self.gamma),
             "n_independent": int(self.n_independent),
             "n_shared": int(self.n_shared),
-            "mask_type": str(self.mask_type),
-            # absent from estimators unpickled from before the parameter: the paper's layout
-            "first_mask": str(getattr(self, "first_mask", "per_row")),
+            "mask_type": self._fixed.mask_type,
+            "first_mask": str(self._fixed.first_mask),  # "auto": resolved by the subclass
             "virtual_batch_size": int(self.virtual_batch_size),
-            "momentum": float(self.momentum),
-            "cat_emb_dim": _plain_int(self.cat_emb_dim),  # "auto": resolved by the subclass
+            "momentum": self._fixed.momentum,
+            "cat_emb_dim": _plain_int(self._fixed.cat_emb_dim),  # "auto": resolved by the subclass
             "grouped_features": grouped,
         }
 

@@ -28,8 +28,8 @@ __all__ = [
     "load_pretrained_weights",
 ]
 
-#: Parameters that decide the shapes of the encoder weights: a fine-tuned estimator must use the
-#: pretrainer's values.
+#: Settings that decide the shapes of the encoder weights: a fine-tuned estimator must use the
+#: pretrainer's values (the first mask and the categorical width, fixed choices, follow it).
 ARCHITECTURE_PARAMS = (
     "n_d",
     "n_a",
@@ -54,11 +54,13 @@ def adopt_pretrained(estimator: TabNetBase, X: Any) -> TabNetPretrainer:
             "pass the fitted object"
         )
     built = _built_architecture(pre)
+    # a parameter, or a fixed choice whose "auto" (first mask, categorical width) takes the
+    # pretrainer's value
+    asked = {n: getattr(estimator, n, getattr(estimator._fixed, n, None)) for n in built}
     wrong = [
-        f"{name}={built[name]!r} in the pretrainer but {name}={getattr(estimator, name)!r} here"
+        f"{name}={built[name]!r} in the pretrainer but {name}={asked[name]!r} here"
         for name in ARCHITECTURE_PARAMS
-        # "auto" (first_mask) takes the pretrainer's value
-        if built[name] != getattr(estimator, name) and getattr(estimator, name) != "auto"
+        if built[name] != asked[name] and asked[name] != "auto"
     ]
     if wrong:
         raise ValueError(

@@ -26,6 +26,7 @@ from tabsparse import io as model_io
 from tabsparse.data import TableEncoder
 from tabsparse.estimators._base import TabNetBase, resolve_device
 from tabsparse.estimators._fitted_checks import check_common, check_target
+from tabsparse.estimators._fixed import REMOVED_PARAMS
 from tabsparse.estimators.classifier import TabNetClassifier
 from tabsparse.estimators.pretrainer import TabNetPretrainer
 from tabsparse.estimators.regressor import TabNetRegressor
@@ -46,16 +47,13 @@ _REPEATS = (
     "n_indep_decoder",
     "n_members",
 )
+# ``_fixed``: the fixed choices (a test may replace them on an instance): the network's are in
+# ``architecture_``, the others only shaped the training
 _SKIPPED_STATE = frozenset(
-    {"network_", "encoder_", "device_", "_sklearn_output_config", "_metadata_request"}
+    {"network_", "encoder_", "device_", "_sklearn_output_config", "_metadata_request", "_fixed"}
 )
-# parameters added after the first model files, with the value those files were fitted with
-_ADDED_PARAMS = {
-    "first_mask": "per_row",
-    "column_revival": 0,
-    "column_pruning": False,
-    "ema_decay": None,
-}
+# the network's settings of the first model files where they did not name them
+_ADDED_PARAMS = {"first_mask": "per_row"}
 _COMMON_ATTRIBUTES = (
     "n_features_in_",
     "feature_names_in_",
@@ -75,12 +73,12 @@ _COMMON_ATTRIBUTES = (
 )
 # files written before compile= existed have no compiled_; before the importance spread, no
 # feature_importances_std_ (such a model loads without it: no spread to show); before
-# n_members="auto", no n_members_ / numeric_embedding_, before first_mask="auto" no first_mask_,
-# before cat_emb_dim="auto" no cat_emb_dim_ (a pretrainer has none of these four); before the
-# fitted architecture, no architecture_: the network is then built from the parameters (which
+# n_members="auto", no n_members_ / numeric_embedding_, before the first-mask rule no first_mask_,
+# before the categorical width rule no cat_emb_dim_ (a pretrainer has none of these four); before
+# the fitted architecture, no architecture_: the network is then built from the parameters (which
 # such files saved as fitted) and architecture_ is set from them; before attributions, no
-# background_ (explain(X, attributions=True) then needs background=); a model whose outputs
-# no column moves, or a pretrainer, has no selector_ (explain(X).selected: the masks')
+# background_ (explain(X, attributions=True) then needs background=); a model whose outputs no
+# column moves, or a pretrainer, has no selector_ (explain(X).selected: the masks')
 _OPTIONAL_ATTRIBUTES = frozenset(
     {
         "feature_names_in_",
@@ -277,7 +275,7 @@ def _build_estimator(doc: dict[str, Any], spec: EstimatorSpec) -> Any:
     cls = spec.cls
     defaults = cls().get_params(deep=False)
     notes = doc["param_notes"]
-    unknown = sorted(set(doc["params"]) - set(defaults))
+    unknown = sorted(set(doc["params"]) - set(defaults) - REMOVED_PARAMS)
     if unknown:
         _bad(f"unknown parameter(s) {unknown} for {cls.__name__}")
     kwargs = {
@@ -285,11 +283,9 @@ def _build_estimator(doc: dict[str, Any], spec: EstimatorSpec) -> Any:
         for name, value in doc["params"].items()
         if not (name in notes and value is None)
     }
-    if kwargs.get("column_revival") and "column_pruning" not in kwargs:
-        kwargs["column_pruning"] = True  # before column_pruning, a revival always pruned after
-    for name, value in _ADDED_PARAMS.items():  # what a file from before the parameter used
-        if name in defaults:
-            kwargs.setdefault(name, value)
+    # settings that were parameters when the file was written: a training setting is spent,
+    # the network's are in architecture_ (files from before it: taken from here below)
+    former = {name: kwargs.pop(name) for name in sorted(REMOVED_PARAMS & set(kwargs))}
     est = cls(**kwargs)
     try:
         est._validate_params()
@@ -309,6 +305,18 @@ def _build_estimator(doc: dict[str, Any], spec: EstimatorSpec) -> Any:
     for name in names:
         if name in attrs:
             setattr(est, name, decode_value(attrs[name]))
+    if "architecture_" not in attrs:  # a file from before it: built from what it was fitted with
+        arch = est._architecture()
+        fitted = {**_ADDED_PARAMS, **former}
+        est.architecture_ = {
+            **arch,
+            # a resolved fitted attribute (first_mask_, cat_emb_dim_) says what was built
+            **{
+                k: v
+                for k, v in fitted.items()
+                if k in arch and v != "auto" and f"{k}_" not in attrs
+            },
+        }
     try:
         check_common(est)
         spec.check(est)
@@ -404,8 +412,6 @@ def _estimator(payload: ModelPayload, spec: EstimatorSpec, device: torch.device 
                 f"tensor {name!r} is tied to another tensor in the network but differs in the file"
             )
     network.eval()
-    if "architecture_" not in vars(est):  # a file from before it: built from the parameters
-        est.architecture_ = est._architecture()
     est.network_ = network.to(runtime)
     est.device_ = runtime
     try:

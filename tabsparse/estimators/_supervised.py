@@ -5,7 +5,7 @@ TabNetBase` for estimators with a target: the target object (:mod:`tabsparse.est
 one per kind of ``y``) gives the network's head, the loss, the output transform and the scores;
 data in memory is encoded once into tensors on the training device, data on disk is read batch by
 batch; training can start from a pretrainer's weights (``pretrained=``), and can run across the
-ranks of a torchrun launch (``distributed=``).
+ranks of a torchrun launch.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import math
 import os
 import sys
 import warnings
-from numbers import Integral, Real
+from numbers import Integral
 from typing import Any
 
 import numpy as np
@@ -45,7 +45,6 @@ from tabsparse.estimators._inputs import (
 )
 from tabsparse.estimators._scoring import ValidationScore
 from tabsparse.estimators._targets import Target, target_of
-from tabsparse.nn.encoder import FIRST_MASKS
 from tabsparse.nn.network import TabNet
 from tabsparse.nn.numeric_embedding import NUMERIC_EMBEDDINGS
 from tabsparse.streaming import DiskRows, ParquetRows, StreamingSource, scan
@@ -61,16 +60,9 @@ class TabNetSupervised(TabNetBase):
     _parameter_constraints: dict[str, list[Any]] = {
         **TabNetBase._parameter_constraints,
         "scoring": [str, callable, None],
-        "beta_2": [Interval(Real, 0.0, 1.0, closed="left")],
-        "distributed": [StrOptions({"auto"}), "boolean"],
         "pretrained": [HasMethods(["fit", "transform"]), None],  # a fitted TabNetPretrainer
         "numeric_embedding": [StrOptions({*NUMERIC_EMBEDDINGS, AUTO}), None],
-        "numeric_embedding_dim": [Interval(Integral, 2, None, closed="left")],
         "n_members": [Interval(Integral, 1, None, closed="left"), StrOptions({AUTO})],
-        "cat_emb_dim": [Interval(Integral, 1, None, closed="left"), StrOptions({AUTO})],
-        "first_mask": [StrOptions({*FIRST_MASKS, AUTO})],
-        "column_revival": [Interval(Integral, 0, None, closed="left")],
-        "column_pruning": ["boolean"],
     }
     #: The fitted attributes that hold the target's state (``Target.attributes``).
     _target_attributes: tuple[str, ...] = ()
@@ -84,41 +76,26 @@ class TabNetSupervised(TabNetBase):
         gamma: float = 1.3,
         n_independent: int = 2,
         n_shared: int = 2,
-        momentum: float = 0.1,
-        mask_type: str = "sparsemax",
-        first_mask: str = "auto",
-        column_revival: int = 3,
-        column_pruning: bool = False,
         lambda_sparse: float = 1e-3,
         virtual_batch_size: int = 128,
         batch_size: int | str = "auto",
         max_epochs: int = 200,
         learning_rate: float | str = "auto",
-        weight_decay: float = 0.0,
-        beta_2: float = 0.999,
-        lr_schedule: str = "cosine",
-        ema_decay: float | None = None,
         early_stopping: str | bool = "auto",
         validation_fraction: float = 0.1,
         n_iter_no_change: int = 20,
-        tol: float = 1e-7,
         scoring: Any = "loss",
         categorical_features: Any = "from_dtype",
         datetime_features: str = "error",
-        cat_emb_dim: int | str = "auto",
         grouped_features: list[list[int]] | None = None,
         numeric_embedding: str | None = "auto",
-        numeric_embedding_dim: int = 8,
         n_members: int | str = "auto",
         device: str = "auto",
-        compile: bool | str = "auto",
         random_state: int | np.random.RandomState | None = None,
         verbose: int = 0,
         warm_start: bool = False,
         callbacks: list[Any] | None = None,
         checkpoint_dir: str | os.PathLike[str] | None = None,
-        checkpoint_every: int = 1,
-        distributed: str | bool = "auto",
         pretrained: Any = None,
     ) -> None:
         self.n_d = n_d
@@ -127,41 +104,26 @@ class TabNetSupervised(TabNetBase):
         self.gamma = gamma
         self.n_independent = n_independent
         self.n_shared = n_shared
-        self.momentum = momentum
-        self.mask_type = mask_type
-        self.first_mask = first_mask
-        self.column_revival = column_revival
-        self.column_pruning = column_pruning
         self.lambda_sparse = lambda_sparse
         self.virtual_batch_size = virtual_batch_size
         self.batch_size = batch_size
         self.max_epochs = max_epochs
         self.learning_rate = learning_rate
-        self.weight_decay = weight_decay
-        self.beta_2 = beta_2
-        self.lr_schedule = lr_schedule
-        self.ema_decay = ema_decay
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
-        self.tol = tol
         self.scoring = scoring
         self.categorical_features = categorical_features
         self.datetime_features = datetime_features
-        self.cat_emb_dim = cat_emb_dim
         self.grouped_features = grouped_features
         self.numeric_embedding = numeric_embedding
-        self.numeric_embedding_dim = numeric_embedding_dim
         self.n_members = n_members
         self.device = device
-        self.compile = compile
         self.random_state = random_state
         self.verbose = verbose
         self.warm_start = warm_start
         self.callbacks = callbacks
         self.checkpoint_dir = checkpoint_dir
-        self.checkpoint_every = checkpoint_every
-        self.distributed = distributed
         self.pretrained = pretrained
 
     def fit(
@@ -256,10 +218,7 @@ class TabNetSupervised(TabNetBase):
         # a continued fit (warm_start) goes on from a judged network: nothing to revive or prune
         if continuing:
             return 0, False
-        return int(self.column_revival), bool(self.column_pruning)
-
-    def _adam_betas(self) -> tuple[float, float]:
-        return (0.9, float(self.beta_2))
+        return self._fixed.column_revival, self._fixed.column_pruning
 
     def _score_fn(self) -> ScoreFn | None:
         if self.scoring in (None, "loss"):
@@ -289,7 +248,7 @@ class TabNetSupervised(TabNetBase):
             )
 
     def _distributed_context(self, device: torch.device) -> Any:
-        return detect(self.distributed, device_type=device.type)
+        return detect(self._fixed.distributed, device_type=device.type)
 
     def _fit_data(
         self,
@@ -376,8 +335,8 @@ class TabNetSupervised(TabNetBase):
         return False
 
     def _wide_categories_suit(self) -> bool:
-        """Whether ``cat_emb_dim="auto"`` gives categorical columns as many channels as the
-        numeric embedding gives numeric ones, for this target."""
+        """Whether the categorical embedding's width rule gives categorical columns as many
+        channels as the numeric embedding gives numeric ones, for this target."""
         return False
 
     _architecture_names: tuple[str, ...] = (
@@ -400,15 +359,14 @@ class TabNetSupervised(TabNetBase):
         )
         chosen: dict[str, Any] = {}
         for name, value in resolved.items():
-            asked = getattr(self, name, AUTO)
+            asked = getattr(self, name, getattr(self._fixed, name, AUTO))
             chosen[name] = value if isinstance(asked, str) and asked == AUTO else asked
         return {
             **super()._architecture(),
             "first_mask": str(chosen["first_mask"]),
             "cat_emb_dim": int(chosen["cat_emb_dim"]),
             "numeric_embedding": chosen["numeric_embedding"],
-            # getattr: estimators pickled before this parameter existed
-            "numeric_embedding_dim": int(getattr(self, "numeric_embedding_dim", 8)),
+            "numeric_embedding_dim": self._fixed.numeric_embedding_dim,
             "n_members": int(chosen["n_members"]),
         }
 

@@ -35,10 +35,15 @@ AUTO_EARLY_STOPPING_ROWS_BINARY = 100
 class TabNetClassifier(ClassifierMixin, TabNetSupervised):
     """TabNet classifier (Arik & Pfister) with sparsemax attention.
 
-    The defaults were chosen on the quality benchmark (user guide, "Choosing parameters /
-    defaults"; ``benchmarks/README.md``, "Defaults: what was tried"). Every fit ends by learning
-    the column selector of :meth:`explain` (``selector_``; see "Explaining predictions" in the
-    docs).
+    The defaults were chosen on the quality benchmark (``benchmarks/README.md``; the record of
+    what was tried is ``benchmarks/HISTORY.md``). Every fit ends by learning the column selector
+    of :meth:`explain` (``selector_``; see "Explaining predictions" in the docs).
+
+    The parameters come in four groups, in this order: the model's size and form (``n_d`` to
+    ``lambda_sparse``), training (``max_epochs`` to ``pretrained``), data handling
+    (``categorical_features``, ``datetime_features``, ``grouped_features``) and run time
+    (``device`` to ``checkpoint_dir``). What "auto" resolves to, and the settings that are
+    fixed choices rather than parameters, are listed in "Choosing parameters" in the docs.
 
     Parameters
     ----------
@@ -53,112 +58,6 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         larger values let steps reuse features more freely (user guide, "Explanations").
     n_independent, n_shared : int, default=2
         Step-specific and shared GLU layers per feature transformer.
-    momentum : float, default=0.1
-        Batch-norm momentum (PyTorch convention). The running statistics are updated once per
-        batch, from all its virtual batches at once. pytorch-tabnet updates them once per
-        virtual batch: its ``momentum=0.02`` with batches of 8 virtual batches averages over the
-        same horizon as ``1 - 0.98 ** 8 = 0.149`` here.
-    mask_type : {"sparsemax", "entmax"}, default="sparsemax"
-    first_mask : {"auto", "shared", "per_row"}, default="auto"
-        How the first step chooses its features. "shared": one learned selection for every
-        row; each later step's mask depends only on features earlier masks let through, so
-        every feature a row's prediction depends on has a non-zero mask weight in that row
-        (user guide, "Explanations"), and no initial feature transformer runs. "per_row" (the
-        paper's TabNet): from an initial transform of the whole row, so a feature that no mask
-        selects can still steer the prediction through the masks. "auto": "shared" for a
-        network with a numeric embedding or with members, "per_row" for one network without an
-        embedding, the pretrainer's with ``pretrained`` (the fit's choice is ``first_mask_``).
-    column_revival : int, default=3
-        With a shared first mask: after each of the first ``column_revival`` epochs, every
-        column that fell out of the shared mask is put back in with a small weight. A column
-        outside it gets no gradient, so which columns survive the first epochs is otherwise
-        settled by chance as much as by use; the revival makes the fitted importances steadier
-        across seeds and helps some tables. 0: off. No effect with ``first_mask_ ==
-        "per_row"`` or ``mask_type="entmax"``, nor on a fit continued with ``warm_start``. See
-        the user guide, "Explanations".
-    column_pruning : bool, default=False
-        With a shared first mask: after epoch ``column_revival + 1``, the columns whose weight
-        in the shared mask stayed below the uniform share ``1 / n_columns`` are taken out of
-        it (the later, per-row steps can still select them). Sparser masks that are more often
-        right on the synthetic tables, but some tables lose accuracy, so it is off by
-        default.
-    lambda_sparse : float, default=1e-3
-        Weight of the mask-entropy sparsity loss.
-    virtual_batch_size : int, default=128
-        Rows per ghost-batch-norm virtual batch.
-    batch_size : int or "auto", default="auto"
-        Rows per optimiser step. "auto": 1024 from 16,384 training rows on; on fewer, the
-        largest power of two giving at least 16 steps per epoch, at least 128 rows and one
-        virtual batch (2,000 rows: 128; 5,000: 256), so small tables are not underfitted.
-    max_epochs : int, default=200
-        Upper bound on the epochs; with early stopping most fits end well before it.
-    learning_rate : float or "auto", default="auto"
-        AdamW's step size. "auto": 0.01 when the fit validates (early stopping) and trains in
-        batches of fewer than 1,024 rows (tables of fewer than about 18,000 rows at the
-        default ``batch_size``), else 0.02, the rate the schedule starts from (``history_``
-        records each epoch's rate at its end). Set a number to fix it.
-    weight_decay : float, default=0.0
-        AdamW weight decay.
-    beta_2 : float in [0, 1), default=0.999
-        AdamW's decay rate of the squared-gradient average (its ``beta1`` is 0.9). A
-        training setting: not part of a model file's predictions or of an export.
-    lr_schedule : {"cosine", "onecycle", "exponential", "constant", "plateau"}, default="cosine"
-        "cosine" anneals to 0 over ``max_epochs``; "plateau" keeps the rate until the validation
-        score stalls and then divides it by 5 after every ``0.4 * n_iter_no_change`` epochs
-        without improvement (constant without a validation set).
-    ema_decay : float in (0, 1) or None, default=0.99
-        Keep an exponential moving average of the weights, updated after every optimiser step
-        with this decay (``1 / (1 - ema_decay)`` is about the number of steps averaged over;
-        the first steps use a smaller decay, ``min(ema_decay, (1 + t) / (10 + t))`` at step
-        ``t``). Validation, early stopping and the fitted model use the averaged weights,
-        with batch-norm statistics recomputed for them (forward passes over 4,096 training
-        rows per validated epoch); training continues from the live ones. None: no
-        averaging.
-    early_stopping : "auto" or bool, default="auto"
-        "auto" enables it when ``X_val`` is given or when the held-out split would have at
-        least 100 rows for a binary target (1,000 rows at the default ``validation_fraction``)
-        and 500 rows otherwise (5,000 rows; multi-class, multi-label and multi-task targets,
-        and the regressor): on the benchmark's small binary tables validating and stopping
-        beat 200 epochs without validation (user guide, "Choosing parameters / defaults").
-    validation_fraction : float, default=0.1
-        Fraction of the training rows held out (stratified) when early stopping without ``X_val``.
-    n_iter_no_change : int, default=20
-        Epochs without improvement of ``scoring`` before stopping.
-    tol : float, default=1e-7
-        Minimum improvement of the score early stopping watches (absolute, as in
-        scikit-learn's HistGradientBoosting, whose default this is).
-    scoring : "loss", str, callable or None, default="loss"
-        What early stopping watches: the validation loss, or a scikit-learn scorer (its value,
-        with the scorer's sign, is ``val_score`` in ``history_`` and shown under its name by
-        the progress bar, e.g. ``roc_auc=0.912``). A scorer needs validation rows (``X_val``,
-        or a split of ``X`` with early stopping); without them fit warns that it is unused.
-    categorical_features : "from_dtype", list of names or indices, bool mask or None
-        Which columns are categorical; by default category, object, string columns.
-    datetime_features : {"error", "expand"}, default="error"
-        "error" refuses datetime columns (``TypeError`` naming the column); "expand" turns each
-        into numeric features ``"<name>__year"``, ``"<name>__month"``, ``"<name>__dayofweek"``,
-        ``"<name>__hour"``, ... (the parts that vary in the training data; see
-        :mod:`tabsparse.data.datetimes`). The input column stays one column of
-        ``feature_names_in_``; ``explain``, ``feature_importances_`` and
-        ``encoder_.feature_names`` list the parts. Saved in model files with the encoder.
-    cat_emb_dim : int or "auto", default="auto"
-        Embedding width (channels) of each categorical column; a column's channels are one
-        attention group. "auto": for :class:`~tabsparse.TabNetRegressor` with a numeric
-        embedding, ``numeric_embedding_dim`` (as many channels as a numeric column), else 1;
-        the pretrainer's width when starting from ``pretrained`` (the fit's choice is
-        ``cat_emb_dim_``).
-    grouped_features : list of lists of column names or indices, optional
-        Columns that attention selects together.
-    numeric_embedding : {"auto", None, "periodic"}, default="auto"
-        None: each numeric column enters the network as its standardised value. "periodic":
-        as ``numeric_embedding_dim`` channels, the value and learned periodic features
-        (Gorishniy et al., 2022; :class:`tabsparse.nn.numeric_embedding.PeriodicEmbedding`).
-        A column's channels are one attention group, so masks, ``explain`` and
-        ``feature_importances_`` stay per original column. "auto": "periodic" for a binary
-        target and for regression, None for the others and when starting from ``pretrained``
-        (the fit's choice is ``numeric_embedding_``).
-    numeric_embedding_dim : int, default=8
-        Channels per numeric column with a ``numeric_embedding`` (>= 2).
     n_members : int or "auto", default="auto"
         Members of an ensemble trained as one network, in the manner of TabM's "mini"
         ensembles: every member runs the same encoder on the inputs scaled by its own trainable
@@ -169,6 +68,44 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         has fewer than 25,000 rows (where one network's predictions and masks vary most from seed to
         seed and a fit is cheap) and ``y`` is one target (class labels, or one regression
         column), else 1; the fit's choice is ``n_members_``.
+    numeric_embedding : {"auto", None, "periodic"}, default="auto"
+        None: each numeric column enters the network as its standardised value. "periodic":
+        as 8 channels, the value and learned periodic features
+        (Gorishniy et al., 2022; :class:`tabsparse.nn.numeric_embedding.PeriodicEmbedding`).
+        A column's channels are one attention group, so masks, ``explain`` and
+        ``feature_importances_`` stay per original column. "auto": "periodic" for a binary
+        target and for regression, None for the others and when starting from ``pretrained``
+        (the fit's choice is ``numeric_embedding_``).
+    lambda_sparse : float, default=1e-3
+        Weight of the mask-entropy sparsity loss.
+    max_epochs : int, default=200
+        Upper bound on the epochs; with early stopping most fits end well before it.
+    learning_rate : float or "auto", default="auto"
+        AdamW's step size. "auto": 0.01 when the fit validates (early stopping) and trains in
+        batches of fewer than 1,024 rows (tables of fewer than about 18,000 rows at the
+        default ``batch_size``), else 0.02, the rate the schedule starts from (``history_``
+        records each epoch's rate at its end). Set a number to fix it.
+    batch_size : int or "auto", default="auto"
+        Rows per optimiser step. "auto": 1024 from 16,384 training rows on; on fewer, the
+        largest power of two giving at least 16 steps per epoch, at least 128 rows and one
+        virtual batch (2,000 rows: 128; 5,000: 256), so small tables are not underfitted.
+    virtual_batch_size : int, default=128
+        Rows per ghost-batch-norm virtual batch.
+    early_stopping : "auto" or bool, default="auto"
+        "auto" enables it when ``X_val`` is given or when the held-out split would have at
+        least 100 rows for a binary target (1,000 rows at the default ``validation_fraction``)
+        and 500 rows otherwise (5,000 rows; multi-class, multi-label and multi-task targets,
+        and the regressor): on the benchmark's small binary tables validating and stopping
+        beat 200 epochs without validation (user guide, "Choosing parameters / defaults").
+    validation_fraction : float, default=0.1
+        Fraction of the training rows held out (stratified) when early stopping without ``X_val``.
+    n_iter_no_change : int, default=20
+        Epochs without improvement of ``scoring`` before stopping.
+    scoring : "loss", str, callable or None, default="loss"
+        What early stopping watches: the validation loss, or a scikit-learn scorer (its value,
+        with the scorer's sign, is ``val_score`` in ``history_`` and shown under its name by
+        the progress bar, e.g. ``roc_auc=0.912``). A scorer needs validation rows (``X_val``,
+        or a split of ``X`` with early stopping); without them fit warns that it is unused.
     class_weight : dict, list of dicts, "balanced" or None
         Weights classes in the loss (multiplied with ``sample_weight``). For a multi-task ``y``:
         "balanced" or one dict per column, and a row's weight is the product over the columns
@@ -187,42 +124,39 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         (:func:`tabsparse.losses.smoothed_cross_entropy`); the validation loss early stopping
         watches is smoothed alike. Multi-label and multi-task targets keep their losses. A
         training setting: export serves the fitted network as it is.
-    device : "auto", "cpu", "cuda" or "cuda:N", default="auto"
-    compile : bool, "auto" or a torch.compile mode, default="auto"
-        ``torch.compile`` the training step (forward, loss and backward as one graph). "auto"
-        compiles only where that shortens the fit, compile time included: never on the CPU
-        (the library's fused step is faster there), on CUDA when the fit is long enough and a
-        compiled epoch measures faster than an eager one (see :mod:`tabsparse.compiling`).
-        True, or a mode ("default", "reduce-overhead", "max-autotune",
-        "max-autotune-no-cudagraphs"), compiles from the first step. Prediction and
-        ``explain`` never compile. ``compiled_`` says what the fit ran.
-    random_state : int, RandomState or None
-        Makes training reproducible on CPU without touching global RNG state.
-    verbose : int, default=0
-        0 is silent; 1 shows a progress bar over epochs (stderr) with the running loss and
-        validation score; 2 also logs one line per epoch through the ``tabsparse`` logger.
     warm_start : bool, default=False
         Continue training the fitted network for ``max_epochs`` more epochs (a fresh optimiser
         and schedule); parameters that would build another network are refused.
-    callbacks : list of :class:`tabsparse.training.Callback`, optional
-    checkpoint_dir : path, optional
-        Write a training checkpoint (``checkpoint.pt``: weights, optimiser, schedule, RNG,
-        history) to this folder every ``checkpoint_every`` epochs; resume with
-        ``fit(..., resume_from=checkpoint_dir)``.
-    checkpoint_every : int, default=1
-    distributed : "auto" or bool, default="auto"
-        "auto": inside a torchrun launch (or an initialised process group) train one model
-        across all ranks — gloo on CPU, nccl on CUDA, one device per local rank — with
-        ``batch_size`` the global batch; a single process otherwise. False: never.
     pretrained : TabNetPretrainer, optional
         A fitted :class:`tabsparse.TabNetPretrainer`: at fit (unless warm-starting) the column
         schema (``encoder_``: columns, kinds, vocabularies, statistics) is the pretrainer's and
         the input-layer and encoder weights start from its weights; the head starts fresh. The
         architecture parameters (``n_d``, ``n_a``, ``n_steps``, ``n_independent``,
-        ``n_shared``, ``cat_emb_dim``, ``grouped_features``) must equal the pretrainer's
+        ``n_shared``, ``grouped_features``) must equal the pretrainer's
         (``ValueError`` names the ones that differ) and ``categorical_features`` is not used.
         The pretrainer is only read; ``clone`` passes it on as it is.
-
+    categorical_features : "from_dtype", list of names or indices, bool mask or None
+        Which columns are categorical; by default category, object, string columns.
+    datetime_features : {"error", "expand"}, default="error"
+        "error" refuses datetime columns (``TypeError`` naming the column); "expand" turns each
+        into numeric features ``"<name>__year"``, ``"<name>__month"``, ``"<name>__dayofweek"``,
+        ``"<name>__hour"``, ... (the parts that vary in the training data; see
+        :mod:`tabsparse.data.datetimes`). The input column stays one column of
+        ``feature_names_in_``; ``explain``, ``feature_importances_`` and
+        ``encoder_.feature_names`` list the parts. Saved in model files with the encoder.
+    grouped_features : list of lists of column names or indices, optional
+        Columns that attention selects together.
+    device : "auto", "cpu", "cuda" or "cuda:N", default="auto"
+    random_state : int, RandomState or None
+        Makes training reproducible on CPU without touching global RNG state.
+    verbose : int, default=0
+        0 is silent; 1 shows a progress bar over epochs (stderr) with the running loss and
+        validation score; 2 also logs one line per epoch through the ``tabsparse`` logger.
+    callbacks : list of :class:`tabsparse.training.Callback`, optional
+    checkpoint_dir : path, optional
+        Write a training checkpoint (``checkpoint.pt``: weights, optimiser, schedule, RNG,
+        history) to this folder after every epoch; resume with
+        ``fit(..., resume_from=checkpoint_dir)``.
     Attributes
     ----------
     classes_ : ndarray or list of ndarray
@@ -265,9 +199,14 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
     numeric_embedding_ : str or None
         The numeric embedding of the network (``numeric_embedding``, "auto" resolved).
     first_mask_ : str
-        The first mask of the network (``first_mask``, "auto" resolved).
+        The first mask of the network: ``"shared"`` (one learned selection for every row, so
+        every feature a row's prediction depends on has a non-zero mask weight in that row) with
+        a numeric embedding or members, ``"per_row"`` (the paper's) otherwise or the
+        pretrainer's with ``pretrained``.
     cat_emb_dim_ : int
-        The embedding width of the categorical columns (``cat_emb_dim``, "auto" resolved).
+        The embedding width (channels) of each categorical column; 1, or for a regressor with
+        a numeric embedding as many as a numeric column gets; the pretrainer's with
+        ``pretrained``.
     architecture_ : dict
         The arguments the network was built with ("auto" resolved); a later ``set_params``
         changes neither the network nor what ``tabsparse.save`` writes of it.
@@ -288,7 +227,7 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         masks.
     device_ : torch.device
     compiled_ : bool
-        Whether the fit's last epochs ran the compiled training step (see ``compile``).
+        Whether the fit's last epochs ran the compiled training step (:mod:`tabsparse.compiling`).
     network_ : tabsparse.nn.TabNet
     encoder_ : tabsparse.data.TableEncoder
 
@@ -325,44 +264,29 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
         gamma: float = 1.3,
         n_independent: int = 2,
         n_shared: int = 2,
-        momentum: float = 0.1,
-        mask_type: str = "sparsemax",
-        first_mask: str = "auto",
-        column_revival: int = 3,
-        column_pruning: bool = False,
         lambda_sparse: float = 1e-3,
         virtual_batch_size: int = 128,
         batch_size: int | str = "auto",
         max_epochs: int = 200,
         learning_rate: float | str = "auto",
-        weight_decay: float = 0.0,
-        beta_2: float = 0.999,
-        lr_schedule: str = "cosine",
-        ema_decay: float | None = 0.99,
         early_stopping: str | bool = "auto",
         validation_fraction: float = 0.1,
         n_iter_no_change: int = 20,
-        tol: float = 1e-7,
         scoring: Any = "loss",
         categorical_features: Any = "from_dtype",
         datetime_features: str = "error",
-        cat_emb_dim: int | str = "auto",
         grouped_features: list[list[int]] | None = None,
         numeric_embedding: str | None = "auto",
-        numeric_embedding_dim: int = 8,
         n_members: int | str = "auto",
         class_weight: dict[Any, float] | list[dict[Any, float]] | str | None = None,
         multilabel_loss: str = "sparsemax",
         label_smoothing: float = 0.0,
         device: str = "auto",
-        compile: bool | str = "auto",
         random_state: int | np.random.RandomState | None = None,
         verbose: int = 0,
         warm_start: bool = False,
         callbacks: list[Any] | None = None,
         checkpoint_dir: str | os.PathLike[str] | None = None,
-        checkpoint_every: int = 1,
-        distributed: str | bool = "auto",
         pretrained: Any = None,
     ) -> None:
         super().__init__(
@@ -372,41 +296,26 @@ class TabNetClassifier(ClassifierMixin, TabNetSupervised):
             gamma=gamma,
             n_independent=n_independent,
             n_shared=n_shared,
-            momentum=momentum,
-            mask_type=mask_type,
-            first_mask=first_mask,
-            column_revival=column_revival,
-            column_pruning=column_pruning,
             lambda_sparse=lambda_sparse,
             virtual_batch_size=virtual_batch_size,
             batch_size=batch_size,
             max_epochs=max_epochs,
             learning_rate=learning_rate,
-            weight_decay=weight_decay,
-            beta_2=beta_2,
-            lr_schedule=lr_schedule,
-            ema_decay=ema_decay,
             early_stopping=early_stopping,
             validation_fraction=validation_fraction,
             n_iter_no_change=n_iter_no_change,
-            tol=tol,
             scoring=scoring,
             categorical_features=categorical_features,
             datetime_features=datetime_features,
-            cat_emb_dim=cat_emb_dim,
             grouped_features=grouped_features,
             numeric_embedding=numeric_embedding,
-            numeric_embedding_dim=numeric_embedding_dim,
             n_members=n_members,
             device=device,
-            compile=compile,
             random_state=random_state,
             verbose=verbose,
             warm_start=warm_start,
             callbacks=callbacks,
             checkpoint_dir=checkpoint_dir,
-            checkpoint_every=checkpoint_every,
-            distributed=distributed,
             pretrained=pretrained,
         )
         self.class_weight = class_weight

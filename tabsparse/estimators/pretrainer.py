@@ -23,6 +23,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from tabsparse._compat import Interval, _check_feature_names_in
 from tabsparse.estimators._base import FitData, TabNetBase
+from tabsparse.estimators._fixed import PRETRAINER
 from tabsparse.nn.decoder import PretrainingNetwork
 from tabsparse.pretraining import CellMasker, ReconstructionLoss, encode_rows, mask_cells
 from tabsparse.training import LossFn, TensorData, Trainer, inference_batch_size
@@ -49,19 +50,18 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
     ``val_loss`` is comparable across epochs.
 
     The other parameters (``n_d``, ``n_a``, ``n_steps``, ``gamma``, ``n_independent``,
-    ``n_shared``, ``momentum``, ``mask_type``, ``first_mask``, ``lambda_sparse``,
-    ``virtual_batch_size``, ``batch_size``, ``max_epochs``, ``learning_rate``,
-    ``weight_decay``, ``lr_schedule``, ``ema_decay``, ``early_stopping``,
-    ``validation_fraction``, ``n_iter_no_change``, ``tol``,
-    ``categorical_features``, ``datetime_features``, ``cat_emb_dim``, ``grouped_features``,
-    ``device``, ``compile``, ``random_state``, ``verbose``, ``warm_start``, ``callbacks``,
-    ``checkpoint_dir``, ``checkpoint_every``) are those of :class:`tabsparse.TabNetClassifier`;
-    early stopping watches the validation loss. Six defaults differ, because the benchmark that
-    chose the classifier's and regressor's (``benchmarks/bench_quality.py``) does not cover
-    pretraining:
-    ``momentum=0.02``, ``tol=1e-4``, ``batch_size=1024``, ``max_epochs=100``,
-    ``n_iter_no_change=10`` and ``learning_rate=0.02`` (``batch_size="auto"`` and
-    ``learning_rate="auto"``, the supervised estimators' rules, are accepted here too).
+    ``n_shared``, ``lambda_sparse``, ``virtual_batch_size``, ``batch_size``, ``max_epochs``,
+    ``learning_rate``, ``early_stopping``, ``validation_fraction``, ``n_iter_no_change``,
+    ``categorical_features``, ``datetime_features``, ``grouped_features``, ``device``,
+    ``random_state``, ``verbose``, ``warm_start``, ``callbacks``, ``checkpoint_dir``) are those
+    of :class:`tabsparse.TabNetClassifier`; early stopping watches the validation loss. Four
+    defaults differ, because the benchmark that chose the classifier's and regressor's
+    (``benchmarks/bench_quality.py``) does not cover pretraining: ``batch_size=1024``,
+    ``max_epochs=100``, ``n_iter_no_change=10`` and ``learning_rate=0.02``
+    (``batch_size="auto"`` and ``learning_rate="auto"``, the supervised estimators' rules, are
+    accepted here too). So do some fixed choices (:mod:`tabsparse.estimators._fixed`): the
+    paper's per-row first mask, one channel per categorical column, batch-norm momentum 0.02,
+    no weight average and an early-stopping tolerance of 1e-4.
 
     Parameters
     ----------
@@ -88,7 +88,7 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
         Their standard errors, as for :class:`tabsparse.TabNetClassifier`.
     device_ : torch.device
     compiled_ : bool
-        Whether the fit's last epochs ran the compiled training step (see ``compile``).
+        Whether the fit's last epochs ran the compiled training step (:mod:`tabsparse.compiling`).
     network_ : tabsparse.nn.decoder.PretrainingNetwork
     encoder_ : tabsparse.data.TableEncoder
 
@@ -106,6 +106,8 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
 
     network_: PretrainingNetwork  # type: ignore[assignment]
 
+    _fixed = PRETRAINER
+
     _parameter_constraints = {
         **TabNetBase._parameter_constraints,
         "pretraining_ratio": [Interval(Real, 0.0, 1.0, closed="neither")],
@@ -122,36 +124,26 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
         gamma: float = 1.3,
         n_independent: int = 2,
         n_shared: int = 2,
-        momentum: float = 0.02,
-        mask_type: str = "sparsemax",
-        first_mask: str = "per_row",
         lambda_sparse: float = 1e-3,
         virtual_batch_size: int = 128,
         batch_size: int = 1024,
         max_epochs: int = 100,
         learning_rate: float = 0.02,
-        weight_decay: float = 0.0,
-        lr_schedule: str = "cosine",
-        ema_decay: float | None = None,
         early_stopping: str | bool = "auto",
         validation_fraction: float = 0.1,
         n_iter_no_change: int = 10,
-        tol: float = 1e-4,
         pretraining_ratio: float = 0.2,
         n_shared_decoder: int = 1,
         n_indep_decoder: int = 1,
         categorical_features: Any = "from_dtype",
         datetime_features: str = "error",
-        cat_emb_dim: int = 1,
         grouped_features: list[list[int]] | None = None,
         device: str = "auto",
-        compile: bool | str = "auto",
         random_state: int | np.random.RandomState | None = None,
         verbose: int = 0,
         warm_start: bool = False,
         callbacks: list[Any] | None = None,
         checkpoint_dir: str | os.PathLike[str] | None = None,
-        checkpoint_every: int = 1,
     ) -> None:
         self.n_d = n_d
         self.n_a = n_a
@@ -159,36 +151,26 @@ class TabNetPretrainer(TransformerMixin, TabNetBase):
         self.gamma = gamma
         self.n_independent = n_independent
         self.n_shared = n_shared
-        self.momentum = momentum
-        self.mask_type = mask_type
-        self.first_mask = first_mask
         self.lambda_sparse = lambda_sparse
         self.virtual_batch_size = virtual_batch_size
         self.batch_size = batch_size
         self.max_epochs = max_epochs
         self.learning_rate = learning_rate
-        self.weight_decay = weight_decay
-        self.lr_schedule = lr_schedule
-        self.ema_decay = ema_decay
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
-        self.tol = tol
         self.pretraining_ratio = pretraining_ratio
         self.n_shared_decoder = n_shared_decoder
         self.n_indep_decoder = n_indep_decoder
         self.categorical_features = categorical_features
         self.datetime_features = datetime_features
-        self.cat_emb_dim = cat_emb_dim
         self.grouped_features = grouped_features
         self.device = device
-        self.compile = compile
         self.random_state = random_state
         self.verbose = verbose
         self.warm_start = warm_start
         self.callbacks = callbacks
         self.checkpoint_dir = checkpoint_dir
-        self.checkpoint_every = checkpoint_every
 
     # ---- fit ----------------------------------------------------------------------------------
     def fit(  # type: ignore[override]  # a transformer's fit: no target, no sample weights

@@ -45,13 +45,11 @@ class TabNetRegressor(RegressorMixin, TabNetSupervised):
         compound Poisson-gamma for zeros and positive amounts, 2 gamma, 3 inverse Gaussian), as
         :class:`sklearn.linear_model.TweedieRegressor`'s (whose powers below 1 this log-link
         model does not take). Ignored by the other losses.
-    huber_delta : float, default=1.0
-        With ``loss="huber"``: residuals up to ``huber_delta`` standard deviations of ``y`` are
-        squared, larger ones count linearly (on ``y``'s scale the threshold is
-        ``huber_delta * target_scale_``). HistGradientBoostingRegressor has no huber loss;
-        a fixed threshold in units of the standardised target is chosen over
-        GradientBoostingRegressor's residual quantile, which would move during training.
-        Ignored by the other losses.
+
+    ``loss="huber"`` squares residuals up to one standard deviation of ``y`` and counts larger
+    ones linearly (on ``y``'s scale the threshold is ``target_scale_``): a fixed threshold in
+    units of the standardised target, not GradientBoostingRegressor's residual quantile, which
+    would move during training.
 
     Attributes
     ----------
@@ -93,7 +91,6 @@ class TabNetRegressor(RegressorMixin, TabNetSupervised):
         "loss": [StrOptions(set(LOSSES))],
         "quantile": [Interval(Real, 0.0, 1.0, closed="neither"), "array-like", None],
         "power": [Interval(Real, 1.0, None, closed="left")],
-        "huber_delta": [Interval(Real, 0.0, None, closed="neither")],
     }
     _target_attributes = ("n_outputs_", "target_mean_", "target_scale_", "_y_ndim", "_objective")
 
@@ -106,45 +103,29 @@ class TabNetRegressor(RegressorMixin, TabNetSupervised):
         gamma: float = 1.3,
         n_independent: int = 2,
         n_shared: int = 2,
-        momentum: float = 0.1,
-        mask_type: str = "sparsemax",
-        first_mask: str = "auto",
-        column_revival: int = 3,
-        column_pruning: bool = False,
         lambda_sparse: float = 1e-3,
         virtual_batch_size: int = 128,
         batch_size: int | str = "auto",
         max_epochs: int = 200,
         learning_rate: float | str = "auto",
-        weight_decay: float = 0.0,
-        beta_2: float = 0.999,
-        lr_schedule: str = "cosine",
-        ema_decay: float | None = 0.99,
         early_stopping: str | bool = "auto",
         validation_fraction: float = 0.1,
         n_iter_no_change: int = 20,
-        tol: float = 1e-7,
         scoring: Any = "loss",
         categorical_features: Any = "from_dtype",
         datetime_features: str = "error",
-        cat_emb_dim: int | str = "auto",
         grouped_features: list[list[int]] | None = None,
         numeric_embedding: str | None = "auto",
-        numeric_embedding_dim: int = 8,
         n_members: int | str = "auto",
         loss: str = "squared_error",
         quantile: float | Sequence[float] | None = None,
         power: float = 1.5,
-        huber_delta: float = 1.0,
         device: str = "auto",
-        compile: bool | str = "auto",
         random_state: int | np.random.RandomState | None = None,
         verbose: int = 0,
         warm_start: bool = False,
         callbacks: list[Any] | None = None,
         checkpoint_dir: str | os.PathLike[str] | None = None,
-        checkpoint_every: int = 1,
-        distributed: str | bool = "auto",
         pretrained: Any = None,
     ) -> None:
         super().__init__(
@@ -154,50 +135,34 @@ class TabNetRegressor(RegressorMixin, TabNetSupervised):
             gamma=gamma,
             n_independent=n_independent,
             n_shared=n_shared,
-            momentum=momentum,
-            mask_type=mask_type,
-            first_mask=first_mask,
-            column_revival=column_revival,
-            column_pruning=column_pruning,
             lambda_sparse=lambda_sparse,
             virtual_batch_size=virtual_batch_size,
             batch_size=batch_size,
             max_epochs=max_epochs,
             learning_rate=learning_rate,
-            weight_decay=weight_decay,
-            beta_2=beta_2,
-            lr_schedule=lr_schedule,
-            ema_decay=ema_decay,
             early_stopping=early_stopping,
             validation_fraction=validation_fraction,
             n_iter_no_change=n_iter_no_change,
-            tol=tol,
             scoring=scoring,
             categorical_features=categorical_features,
             datetime_features=datetime_features,
-            cat_emb_dim=cat_emb_dim,
             grouped_features=grouped_features,
             numeric_embedding=numeric_embedding,
-            numeric_embedding_dim=numeric_embedding_dim,
             n_members=n_members,
             device=device,
-            compile=compile,
             random_state=random_state,
             verbose=verbose,
             warm_start=warm_start,
             callbacks=callbacks,
             checkpoint_dir=checkpoint_dir,
-            checkpoint_every=checkpoint_every,
-            distributed=distributed,
             pretrained=pretrained,
         )
         self.loss = loss
         self.quantile = quantile
         self.power = power
-        self.huber_delta = huber_delta
 
     def _objective_of_params(self) -> Objective:
-        return Objective.from_params(self.loss, self.quantile, self.power, self.huber_delta)
+        return Objective.from_params(self.loss, self.quantile, self.power, self._fixed.huber_delta)
 
     def _target_kind_for(self, y: Any) -> type[Target]:
         return Regression
@@ -208,7 +173,7 @@ class TabNetRegressor(RegressorMixin, TabNetSupervised):
         return bool(self.n_outputs_ == 1)
 
     def _wide_categories_suit(self) -> bool:
-        """``cat_emb_dim="auto"`` widens the categorical columns for every regression (with a
+        """The categorical width rule widens the categorical columns for every regression (with a
         numeric embedding)."""
         return True
 
