@@ -1,6 +1,9 @@
 """Syn1-Syn6 and the measures of explanations that ``bench_explain.py`` reports (and
 ``tests/test_bench_explain.py`` checks): small numpy functions, no models.
 
+A variant with pure-noise columns (:func:`make_syn_noise`) appends standard-normal columns that
+no label depends on; the first 11 columns and the labels are those of :func:`make_syn`.
+
 Syn1-Syn6 (Yoon, Jordon & van der Schaar, INVASE, ICLR 2019; Table 1 of the TabNet paper): 11
 features ``X ~ N(0, I)``, a label ``y ~ Bernoulli(1 / (1 + exp(s)))`` whose score ``s`` depends on
 a known subset (features numbered 1..11 as in the papers, 0-based in code):
@@ -19,18 +22,20 @@ reported AUC on Syn3 (.897) does not fit, while the generator's (Bayes AUC 0.906
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from itertools import combinations
-from typing import Any
 
 import numpy as np
-import pandas as pd
 
 # ---- Syn1-Syn6 -----------------------------------------------------------------------------
 SYN = ("Syn1", "Syn2", "Syn3", "Syn4", "Syn5", "Syn6")
 N_SYN_FEATURES = 11
 SWITCH = 10  # x11, 0-based
-BRANCHES = {"Syn4": ("Syn1", "Syn2"), "Syn5": ("Syn1", "Syn3"), "Syn6": ("Syn2", "Syn3")}
+BRANCHES = {
+    "Syn4": ("Syn1", "Syn2"),
+    "Syn5": ("Syn1", "Syn3"),
+    "Syn6": ("Syn2", "Syn3"),
+}
 BASE_RELEVANT = {"Syn1": (0, 1), "Syn2": (2, 3, 4, 5), "Syn3": (6, 7, 8, 9)}
 PAPER_AUC = {
     "Syn1": 0.682,
@@ -85,10 +90,25 @@ def make_syn(name: str, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, 
     return X, y, syn_relevant(X, name)
 
 
+def make_syn_noise(
+    name: str, n: int, n_noise: int, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`make_syn` with ``n_noise`` standard-normal columns appended (x12, x13, ...),
+    irrelevant in every row; the noise has its own stream, so the first 11 columns and ``y``
+    equal :func:`make_syn`'s."""
+    X, y, rel = make_syn(name, n, seed)
+    noise = np.random.default_rng([seed, SYN.index(name), 1]).standard_normal((n, n_noise))
+    return (
+        np.hstack([X, noise]),
+        y,
+        np.hstack([rel, np.zeros((n, n_noise), dtype=bool)]),
+    )
+
+
 # ---- metrics -------------------------------------------------------------------------------
 def tpr_fdr(importances: np.ndarray, relevant: np.ndarray) -> tuple[float, float]:
-    """Mean per-row TPR and FDR in % of the selected sets (importance > 0); a row that selects
-    nothing has FDR 0."""
+    """Mean per-row TPR and FDR in % of the selected sets (importance > 0; a boolean selection
+    works as is); a row that selects nothing has FDR 0."""
     sel = importances > 0
     tpr = (sel & relevant).sum(1) / np.maximum(relevant.sum(1), 1)
     fdr = (sel & ~relevant).sum(1) / np.maximum(sel.sum(1), 1)
@@ -105,21 +125,6 @@ def mask_auc(importances: np.ndarray, relevant: np.ndarray) -> float:
 def selection_rate(importances: np.ndarray, column: int) -> float:
     """% of rows whose selected set contains ``column``."""
     return 100.0 * float((importances[:, column] > 0).mean())
-
-
-def selection_figures(selection: Any, relevant: np.ndarray) -> dict[str, float]:
-    """A ``tabsparse.Selection`` against the truth: TPR / FDR and the switch rate of its
-    selected sets, the AUC of its probabilities, columns per row and the mean residual."""
-    chosen = np.where(selection.selected, selection.importances, 0.0)
-    tpr, fdr = tpr_fdr(chosen, relevant)
-    return {
-        "tpr": tpr,
-        "fdr": fdr,
-        "mask_auc": mask_auc(selection.probabilities, relevant),
-        "switch_rate": selection_rate(chosen, SWITCH),
-        "n_selected": float(selection.selected.sum(1).mean()),
-        "residual": float(selection.residual.mean()),
-    }
 
 
 def top_k(values: Sequence[float], k: int = 5) -> set[int]:
@@ -141,55 +146,13 @@ def mean_pairwise(vectors: Sequence[Sequence[float]], k: int = 5) -> tuple[float
     return float(np.mean(overlap)), float(np.mean(rho)) if rho else float("nan")
 
 
-def top_k_columns(importances: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
-    """Boolean mask of each row's ``k`` most important columns (ties broken at random)."""
-    order = np.lexsort((rng.random(importances.shape), -importances), axis=-1)
-    out = np.zeros(importances.shape, dtype=bool)
-    np.put_along_axis(out, order[:, :k], True, axis=1)
-    return out
-
-
-def random_columns(n: int, d: int, k: int, rng: np.random.Generator) -> np.ndarray:
-    """Boolean mask of ``k`` random distinct columns per row."""
-    return top_k_columns(np.zeros((n, d)), k, rng)
-
-
-def replace_with_marginals(X: Any, columns: np.ndarray, rng: np.random.Generator) -> Any:
-    """``X`` (ndarray or DataFrame) with each masked cell replaced by the same column's value in
-    a random row of ``X`` (a draw from that column's marginal); dtypes are kept."""
-    n, d = columns.shape
-    donors = np.where(columns, rng.integers(0, n, size=(n, d)), np.arange(n)[:, None])
-    if isinstance(X, pd.DataFrame):
-        parts = {c: X[c].iloc[donors[:, j]].reset_index(drop=True) for j, c in enumerate(X)}
-        return pd.DataFrame(parts)
-    return np.asarray(X)[donors, np.arange(d)]
-
-
-def faithfulness(
-    score_fn: Callable[[Any], float],
-    X: Any,
-    importances: np.ndarray,
-    seed: int,
-    ks: Sequence[int] = (1, 2, 3),
-) -> dict[str, float]:
-    """Scores with each row's top-k (``top{k}``) or k random (``rand{k}``) features replaced by
-    marginal draws, and the untouched score (``base``)."""
-    rng = np.random.default_rng(seed)
-    n, d = importances.shape
-    out = {"base": score_fn(X)}
-    for k in ks:
-        out[f"top{k}"] = score_fn(
-            replace_with_marginals(X, top_k_columns(importances, k, rng), rng)
-        )
-        out[f"rand{k}"] = score_fn(replace_with_marginals(X, random_columns(n, d, k, rng), rng))
-    return out
-
-
-def score_drop(f: dict[str, float], key: str, kind: str) -> float:
-    """AUC points lost (classification) or % RMSE gained (regression) against ``base``."""
-    if kind == "regression":
-        return 100.0 * (f[key] / f["base"] - 1.0)
-    return 100.0 * (f["base"] - f[key])
+def min_pairwise_overlap(vectors: Sequence[Sequence[float]], k: int = 5) -> int | None:
+    """The smallest top-``k`` overlap (0..k) over all pairs of importance vectors (None for
+    fewer than two vectors)."""
+    pairs = list(combinations(vectors, 2))
+    if not pairs:
+        return None
+    return min(len(top_k(a, k) & top_k(b, k)) for a, b in pairs)
 
 
 def bayes_auc(name: str, n: int = SYN_TEST) -> float:
