@@ -16,3 +16,12 @@ def with_fixed(estimator: E, **choices: Any) -> E:
     current = estimator._fixed  # type: ignore[attr-defined]
     estimator._fixed = dataclasses.replace(current, **choices)  # type: ignore[attr-defined]
     return estimator
+
+
+def build(cls: type[E], **params: Any) -> E:
+    """``cls(**params)``, where the names among ``params`` that are fixed choices
+    (:data:`~tabsparse.estimators._fixed.REMOVED_PARAMS`) set those choices instead."""
+    from tabsparse.estimators._fixed import REMOVED_PARAMS
+
+    fixed = {k: params.pop(k) for k in list(params) if k in REMOVED_PARAMS}
+    return with_fixed(cls(**params), **fixed)

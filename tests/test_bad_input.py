@@ -547,7 +547,7 @@ def test_predict_bad_input(
 
 def test_parameter_errors_name_parameter_and_value() -> None:
     X, y = frame(), labels()
-    for name, value in [("n_steps", -1), ("momentum", 2.0), ("virtual_batch_size", 0)]:
+    for name, value in [("n_steps", -1), ("gamma", 0.5), ("virtual_batch_size", 0)]:
         with pytest.raises(ValueError, match=re.escape(f"'{name}' parameter")) as info:
             TabNetClassifier(**{**SMALL, name: value}).fit(X, y)
         assert str(value) in str(info.value)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import ce, make_data, make_net
+from fixed_helpers import build
 
 from tabsparse import TabNetClassifier
 from tabsparse.training import (
@@ -178,9 +179,9 @@ def test_resuming_to_more_epochs_equals_the_longer_fit(lr_schedule: str, tmp_pat
 
     X, y = _regression_rows()
     settings = {**SMALL, "random_state": 0, "lr_schedule": lr_schedule}
-    TabNetRegressor(**settings, max_epochs=4, checkpoint_dir=tmp_path).fit(X, y)
-    resumed = TabNetRegressor(**settings, max_epochs=6).fit(X, y, resume_from=tmp_path)
-    longer = TabNetRegressor(**settings, max_epochs=6).fit(X, y)
+    build(TabNetRegressor, **settings, max_epochs=4, checkpoint_dir=tmp_path).fit(X, y)
+    resumed = build(TabNetRegressor, **settings, max_epochs=6).fit(X, y, resume_from=tmp_path)
+    longer = build(TabNetRegressor, **settings, max_epochs=6).fit(X, y)
     assert resumed.n_iter_ == longer.n_iter_ == 6
     drop = ("seconds",)
     assert [{k: v for k, v in r.items() if k not in drop} for r in resumed.history_] == [
@@ -199,9 +200,9 @@ def test_resuming_a_cosine_fit_to_more_epochs_follows_the_longer_schedule(tmp_pa
 
     X, y = _regression_rows()
     settings = {**SMALL, "random_state": 0, "lr_schedule": "cosine"}
-    short = TabNetRegressor(**settings, max_epochs=4, checkpoint_dir=tmp_path).fit(X, y)
-    resumed = TabNetRegressor(**settings, max_epochs=6).fit(X, y, resume_from=tmp_path)
-    longer = TabNetRegressor(**settings, max_epochs=6).fit(X, y)
+    short = build(TabNetRegressor, **settings, max_epochs=4, checkpoint_dir=tmp_path).fit(X, y)
+    resumed = build(TabNetRegressor, **settings, max_epochs=6).fit(X, y, resume_from=tmp_path)
+    longer = build(TabNetRegressor, **settings, max_epochs=6).fit(X, y)
     assert resumed.n_iter_ == 6 and resumed.history_[:4] == short.history_
     rates = [r["learning_rate"] for r in resumed.history_[4:]]
     assert rates == [r["learning_rate"] for r in longer.history_[4:]]
@@ -223,13 +224,15 @@ def test_an_early_stopped_fit_resumes_as_stopped(tmp_path: Any) -> None:
         "n_iter_no_change": 1,
         "tol": 1e9,
     }
-    stopped = TabNetRegressor(**settings, max_epochs=4, checkpoint_dir=tmp_path).fit(X, y)
+    stopped = build(TabNetRegressor, **settings, max_epochs=4, checkpoint_dir=tmp_path).fit(X, y)
     assert stopped.n_iter_ == 2
     for max_epochs in (4, 6):
-        resumed = TabNetRegressor(**settings, max_epochs=max_epochs).fit(X, y, resume_from=tmp_path)
+        resumed = build(TabNetRegressor, **settings, max_epochs=max_epochs).fit(
+            X, y, resume_from=tmp_path
+        )
         assert resumed.n_iter_ == 2 and resumed.best_iteration_ == stopped.best_iteration_
         np.testing.assert_array_equal(resumed.predict(X), stopped.predict(X))
-    longer = TabNetRegressor(**settings, max_epochs=6).fit(X, y)
+    longer = build(TabNetRegressor, **settings, max_epochs=6).fit(X, y)
     np.testing.assert_array_equal(longer.predict(X), stopped.predict(X))
 
 

@@ -372,7 +372,8 @@ def test_class_weight_is_not_a_regressor_parameter(
     [
         ("n_d=abc", "'n_d'"),
         ("n_d=0", "'n_d'"),
-        ("lr_schedule=sometimes", "'lr_schedule'"),
+        ("early_stopping=sometimes", "'early_stopping'"),
+        ("lr_schedule=cosine", "'lr_schedule'"),
         ("grouped_features=[[0, 1]", "not valid JSON"),
         ("max_epochs", "NAME=VALUE"),
         ("callbacks=[]", "'callbacks'"),

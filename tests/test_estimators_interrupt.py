@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from fixed_helpers import with_fixed
 from sklearn.model_selection import GridSearchCV, cross_val_score
 
 from tabsparse import TabNetClassifier, TabNetPretrainer, TabNetRegressor
@@ -51,7 +52,7 @@ def test_interrupted_fit_raises_and_keeps_the_best_weights() -> None:
     stop = InterruptAt(3)
     # without the weight average the callback sees, at the end of an epoch, the weights that
     # early stopping keeps (with it, those are the average, swapped in only to validate)
-    clf = TabNetClassifier(**TINY, ema_decay=None, max_epochs=10, callbacks=[stop])
+    clf = with_fixed(TabNetClassifier(**TINY, max_epochs=10, callbacks=[stop]), ema_decay=None)
     with pytest.warns(RuntimeWarning, match="interrupted after 3 epochs"):
         with pytest.raises(KeyboardInterrupt):
             clf.fit(X, y, X_val=Xv, y_val=yv)

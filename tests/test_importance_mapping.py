@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from fixed_helpers import with_fixed
 
 from tabsparse import TabNetClassifier, TabNetPretrainer
 from tabsparse.export import serving_module
@@ -36,9 +37,17 @@ SMALL: dict[str, Any] = dict(
 CLASSIFIER: dict[str, Any] = {
     **SMALL,
     "numeric_embedding": None,
-    "first_mask": "per_row",
     "learning_rate": 0.02,
 }
+
+
+def classifier(**params: Any) -> TabNetClassifier:
+    """A classifier with :data:`CLASSIFIER`'s settings (and ``params``) and the per-row first
+    mask; ``cat_emb_dim`` among ``params`` sets that fixed choice."""
+    fixed: dict[str, Any] = {"first_mask": "per_row"}
+    if "cat_emb_dim" in params:
+        fixed["cat_emb_dim"] = params.pop("cat_emb_dim")
+    return with_fixed(TabNetClassifier(**{**CLASSIFIER, **params}), **fixed)
 
 
 def _network(cat_emb_dim: int, grouped: list[list[int]] | None) -> TabNet:
@@ -177,7 +186,7 @@ def test_hand_set_attention_on_color_through_the_estimator_and_the_export(
     color: tuple[pd.DataFrame, np.ndarray], cat_emb_dim: int
 ) -> None:
     X, y = color
-    clf = TabNetClassifier(**{**CLASSIFIER, "max_epochs": 1}, cat_emb_dim=cat_emb_dim).fit(X, y)
+    clf = classifier(max_epochs=1, cat_emb_dim=cat_emb_dim).fit(X, y)
     _select_group(clf.network_, 1)  # "color" is column 1; no groups: group 1
     rows = X.head(40)
     explanation = clf.explain(rows)
@@ -218,7 +227,7 @@ def test_a_fit_puts_most_importance_on_the_deciding_categorical_column(
     color: tuple[pd.DataFrame, np.ndarray], cat_emb_dim: int
 ) -> None:
     X, y = color
-    clf = TabNetClassifier(**{**CLASSIFIER, "max_epochs": 15}, cat_emb_dim=cat_emb_dim).fit(X, y)
+    clf = classifier(max_epochs=15, cat_emb_dim=cat_emb_dim).fit(X, y)
     assert clf.score(X, y) > 0.95
     _assert_leads(clf.feature_importances_, 1)
     rows = clf.explain(X.head(200)).importances
@@ -236,7 +245,7 @@ def test_grouped_features_share_the_group_importance(
 ) -> None:
     X, y = color
     # "color" (1) grouped with the noise column "c" (4): the group's mass is split equally
-    clf = TabNetClassifier(**{**CLASSIFIER, "max_epochs": 15}, grouped_features=[[1, 4]]).fit(X, y)
+    clf = classifier(max_epochs=15, grouped_features=[[1, 4]]).fit(X, y)
     importances = clf.feature_importances_
     assert importances[1] == pytest.approx(importances[4], rel=1e-5)
     _assert_leads(np.array([importances[1] + importances[4], *importances[[0, 2, 3]]]), 0)
@@ -247,8 +256,8 @@ def test_a_pretrained_and_fine_tuned_model_finds_the_deciding_column(
     color: tuple[pd.DataFrame, np.ndarray],
 ) -> None:
     X, y = color
-    pre = TabNetPretrainer(**{**SMALL, "max_epochs": 5}, cat_emb_dim=2).fit(X)
-    clf = TabNetClassifier(**{**CLASSIFIER, "max_epochs": 15}, cat_emb_dim=2, pretrained=pre)
+    pre = with_fixed(TabNetPretrainer(**{**SMALL, "max_epochs": 5}), cat_emb_dim=2).fit(X)
+    clf = classifier(max_epochs=15, pretrained=pre, cat_emb_dim=2)
     clf.fit(X, y)
     assert clf.score(X, y) > 0.95
     _assert_leads(clf.feature_importances_, 1)

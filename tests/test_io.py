@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from fixed_helpers import with_fixed
 from model_file_helpers import (
     TINY,
     assert_rejected,
@@ -141,7 +142,7 @@ def test_parameters_round_trip_and_non_json_ones_become_defaults(
         random_state=np.random.RandomState(0),
         class_weight={"no": 1.0, "yes": np.float64(2.5)},
         early_stopping=True,
-        tol=np.float32(0.5),
+        gamma=np.float32(1.5),
     )
     path = tmp_path / "m.tabsparse"
     save(model, path)
@@ -154,7 +155,7 @@ def test_parameters_round_trip_and_non_json_ones_become_defaults(
     assert params["callbacks"] is None and params["random_state"] is None
     assert params["class_weight"] == {"no": 1.0, "yes": 2.5}
     assert type(params["class_weight"]["yes"]) is np.float64
-    assert type(params["tol"]) is np.float32 and params["early_stopping"] is True
+    assert type(params["gamma"]) is np.float32 and params["early_stopping"] is True
     np.testing.assert_array_equal(loaded.predict_proba(X), model.predict_proba(X))
 
 
@@ -364,6 +365,13 @@ def test_model_files_never_import_the_estimators() -> None:
     assert out.stdout.strip() == "[]"
 
 
+def _with_cat_emb_dim(cls: type, kwargs: dict[str, Any]) -> Any:
+    """``cls(**kwargs)``, with a ``cat_emb_dim`` in ``kwargs`` set as its fixed choice."""
+    params = dict(kwargs)
+    fixed = {"cat_emb_dim": params.pop("cat_emb_dim")} if "cat_emb_dim" in params else {}
+    return with_fixed(cls(**params), **fixed)
+
+
 def _distinct_values(network: torch.nn.Module) -> int:
     unique = {t.untyped_storage().data_ptr(): t.numel() for t in network.state_dict().values()}
     return sum(unique.values())
@@ -383,7 +391,7 @@ def _distinct_values(network: torch.nn.Module) -> int:
 def test_size_estimate_matches_the_network(kwargs: dict[str, Any], models: dict[str, Any]) -> None:
     """The meta-device build that gates edited parameters agrees with the real network."""
     fitted = models["binary_str"]
-    est = TabNetClassifier(**kwargs)
+    est = _with_cat_emb_dim(TabNetClassifier, kwargs)
     est.encoder_, est.classes_ = fitted.encoder_, np.array(["a", "b", "c"])
     assert _network_size_estimate(est) == _distinct_values(est._build_network(0))
     with torch.device("meta"):
@@ -406,13 +414,13 @@ def test_size_estimate_matches_the_network(kwargs: dict[str, Any], models: dict[
 def test_size_estimate_matches_the_pretraining_network(
     kwargs: dict[str, Any], models: dict[str, Any]
 ) -> None:
-    est = TabNetPretrainer(**kwargs)
+    est = _with_cat_emb_dim(TabNetPretrainer, kwargs)
     est.encoder_ = models["binary_str"].encoder_
     assert _network_size_estimate(est) == _distinct_values(est._build_network(0))
 
 
 def test_pretrainer_round_trips(X: pd.DataFrame, tmp_path: Path) -> None:
-    pre = TabNetPretrainer(**TINY, n_shared_decoder=2, cat_emb_dim=2).fit(X)
+    pre = with_fixed(TabNetPretrainer(**TINY, n_shared_decoder=2), cat_emb_dim=2).fit(X)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # every attribute is known to the file format
         save(pre, tmp_path / "pre.tabsparse")

@@ -92,7 +92,10 @@ CASES: dict[str, tuple[Any, str]] = {
     "json not object": (_replace(JSON_MEMBER, b"[]"), "object"),
     "nan constant": (
         lambda m: resign(
-            [(n, d.replace(b'"tol":', b'"tol":NaN,"x":') if n == JSON_MEMBER else d) for n, d in m]
+            [
+                (n, d.replace(b'"gamma":', b'"gamma":NaN,"x":') if n == JSON_MEMBER else d)
+                for n, d in m
+            ]
         ),
         "NaN",
     ),

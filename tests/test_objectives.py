@@ -138,9 +138,10 @@ def test_absolute_error_and_huber_validation_losses() -> None:
     reg = _fit_val(Y_TR, Y_VA, loss="absolute_error")
     mae = mean_absolute_error(Y_VA, reg.predict(X_VA))
     assert _best_val_loss(reg) * reg.target_scale_[0] == pytest.approx(mae, rel=1e-4)
-    reg = _fit_val(Y_TR, Y_VA, loss="huber", huber_delta=0.5)
+    reg = _fit_val(Y_TR, Y_VA, loss="huber")  # delta: the fixed 1.0 of the standardised target
+    assert reg._objective["huber_delta"] == 1.0
     r = np.abs(Y_VA - reg.predict(X_VA)) / reg.target_scale_[0]
-    want = np.where(r <= 0.5, 0.5 * r**2, 0.5 * (r - 0.25)).mean()
+    want = np.where(r <= 1.0, 0.5 * r**2, r - 0.5).mean()
     assert _best_val_loss(reg) == pytest.approx(want, rel=1e-4)
 
 
@@ -177,14 +178,10 @@ def test_two_outputs_poisson_and_one_quantile() -> None:
 
 
 def test_clone_keeps_the_loss_parameters() -> None:
-    reg = TabNetRegressor(loss="tweedie", power=1.3, quantile=0.2, huber_delta=2.0)
+    reg = TabNetRegressor(loss="tweedie", power=1.3, quantile=0.2)
     params = clone(reg).get_params()
-    assert (params["loss"], params["power"], params["quantile"], params["huber_delta"]) == (
-        "tweedie",
-        1.3,
-        0.2,
-        2.0,
-    )
+    assert (params["loss"], params["power"], params["quantile"]) == ("tweedie", 1.3, 0.2)
+    assert "huber_delta" not in params
 
 
 # ---- extreme targets (issue 25 item 4) -------------------------------------------------------
@@ -336,12 +333,6 @@ BAD = [
         Y_TR,
         "The 'power' parameter of TabNetRegressor must be a float in the range [1.0, inf). "
         "Got 0.5 instead.",
-    ),
-    (
-        dict(loss="huber", huber_delta=0.0),
-        Y_TR,
-        "The 'huber_delta' parameter of TabNetRegressor must be a float in the range "
-        "(0.0, inf). Got 0.0 instead.",
     ),
 ]
 
