@@ -9,7 +9,8 @@ hand-written fused nodes (the compiler fuses their operations itself), and ghost
 updating its running statistics inside the graph. ``fullgraph=True``: the whole step is one
 graph, with no breaks back to Python (a test holds the library to that).
 
-Settings (the estimators' ``compile`` parameter):
+Settings (the training loop's ``TrainConfig.compile``; the estimators fix it at ``"auto"``, and
+PyTorch's ``TORCHDYNAMO_DISABLE=1`` keeps every fit eager):
 
 * ``False``: never.
 * ``True`` or a ``torch.compile`` mode (``"default"``, ``"reduce-overhead"``,
