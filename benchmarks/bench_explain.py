@@ -70,6 +70,11 @@ README = HERE / "README.md"
 SECTION = "## Explanations: are the masks right and steady?"
 PARTS = ("syn", "syn-noise", "real")
 SEEDS = (0, 1, 2)
+PART_MODELS = {
+    "syn": ("tabsparse",),
+    "syn-noise": ("tabsparse", "pytorch-tabnet"),
+    "real": ("tabsparse",),
+}
 REAL_TABLES = (
     "telco_churn",
     "bank_marketing",
@@ -106,12 +111,13 @@ def plan(
     parts: Sequence[str], tables: Sequence[str] | None, seeds: Sequence[int]
 ) -> list[tuple[str, str, str, int]]:
     """The jobs ``(part, table, model, seed)`` in the order they run: part by part, and within a
-    part seed by seed (every table's first seed before any second one). Only tabsparse is
-    fitted: pytorch-tabnet's Syn rows are the stored ones."""
+    part seed by seed (every table's first seed before any second one), tabsparse before
+    pytorch-tabnet (fitted on the noisy tables only: its plain Syn rows are the stored ones)."""
     jobs = []
     for part in parts:
         for seed in seeds:
-            jobs += [(part, t, "tabsparse", seed) for t in part_tables(part, tables)]
+            for model in PART_MODELS[part]:
+                jobs += [(part, t, model, seed) for t in part_tables(part, tables)]
     return jobs
 
 
@@ -253,10 +259,14 @@ def _seeds(rows: Sequence[dict[str, Any]]) -> str:
     return ",".join(str(int(r["seed"])) for r in rows) or "-"
 
 
+def _n_seeds(rows: Sequence[dict[str, Any]]) -> str:
+    return f"{len(rows)} seed" + ("s" if len(rows) != 1 else "")
+
+
 def render_syn(rows: list[dict[str, Any]], part: str = "syn") -> list[str]:
     """One line per Syn table with rows: test AUC, TPR / FDR of ``selected`` and of ``masks``
-    (with pytorch-tabnet's masks on the plain tables), each with the goal it has, and on the
-    plain tables the selector's share of the fit and the explain / predict_proba ratio."""
+    and pytorch-tabnet's masks, each with the goal it has, and on the plain tables the
+    selector's share of the fit and the explain / predict_proba ratio."""
     tables = SYN if part == "syn" else NOISE_TABLES
     plain = part == "syn"
     low, high = SELECTED_GOAL[part]
@@ -270,11 +280,11 @@ def render_syn(rows: list[dict[str, Any]], part: str = "syn") -> list[str]:
             f"explain / predict_proba (goal ≤ {EXPLAIN_RATIO_GOAL:.0f})",
         ]
     else:
-        header += ["columns selected per row"]
+        header += ["columns selected per row", "pytorch-tabnet: AUC, masks TPR / FDR"]
     body = []
     for table in tables:
         ts = group(rows, part, table, "tabsparse")
-        ptn = group(rows, "syn", table, "pytorch-tabnet") if plain else []
+        ptn = group(rows, part, table, "pytorch-tabnet")
         if not ts and not ptn:
             continue
         tpr, fdr = mean(ts, "selected_tpr"), mean(ts, "selected_fdr")
@@ -292,7 +302,7 @@ def render_syn(rows: list[dict[str, Any]], part: str = "syn") -> list[str]:
             share = mean_of(selector_share(r) for r in ts)
             ratio = mean_of(explain_ratio(r) for r in ts)
             cells += [
-                _pair(mean(ptn, "masks_tpr"), mean(ptn, "masks_fdr")) + f" ({len(ptn)} seeds)"
+                _pair(mean(ptn, "masks_tpr"), mean(ptn, "masks_fdr")) + f" ({_n_seeds(ptn)})"
                 if ptn
                 else "-",
                 f"{_f(share, 0)}%" + mark(meets(share, SELECTOR_SHARE_GOAL, at_most=True))
@@ -302,6 +312,10 @@ def render_syn(rows: list[dict[str, Any]], part: str = "syn") -> list[str]:
             ]
         else:
             cells.append(_f(mean(ts, "selected_per_row"), 1))
+            ptn_masks = _pair(mean(ptn, "masks_tpr"), mean(ptn, "masks_fdr"))
+            cells.append(
+                f"{_f(mean(ptn, 'auc'), 3)}, {ptn_masks} ({_n_seeds(ptn)})" if ptn else "-"
+            )
         body.append(cells)
     return _table(header, body) if body else []
 
@@ -310,8 +324,9 @@ def render_real(rows: list[dict[str, Any]], tables: Sequence[str] | None = None)
     """One line per real table: score, the smallest (and mean) top-5 overlap across the seed
     pairs of ``feature_importances_`` and of the mean selection, the selector's share of the
     fit and the explain / predict_proba ratio (tables with 10,000 test rows or more)."""
-    stored = sorted({r["table"] for r in rows if r.get("part") == "real"})
-    names = list(tables) if tables is not None else stored
+    stored = {r["table"] for r in rows if r.get("part") == "real"}
+    ordered = [t for t in REAL_TABLES if t in stored] + sorted(stored - set(REAL_TABLES))
+    names = list(tables) if tables is not None else ordered
     header = [
         "table",
         "seeds",

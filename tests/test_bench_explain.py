@@ -203,7 +203,9 @@ def test_plan_orders_seeds_first_and_skips_what_is_stored(be) -> None:
         ("syn", "Syn5", "tabsparse", 1),
         ("syn", "Syn1", "tabsparse", 1),
         ("syn-noise", "Syn5", "tabsparse", 0),  # Syn1 has no noise variant
+        ("syn-noise", "Syn5", "pytorch-tabnet", 0),  # the noisy tables only
         ("syn-noise", "Syn5", "tabsparse", 1),
+        ("syn-noise", "Syn5", "pytorch-tabnet", 1),
     ]
     assert be.plan(["real"], ["Syn4", "adult"], [2]) == [("real", "adult", "tabsparse", 2)]
     assert len(be.plan(["syn"], None, [0, 1, 2])) == 18
@@ -250,6 +252,7 @@ def _rows() -> list[dict]:
         | {"selected_tpr": 100.0, "selected_fdr": 50.0, "masks_tpr": 100.0, "masks_fdr": 80.0},
         {**noisy, "auc": 0.8, "selected_tpr": 92.0, "selected_fdr": 16.0, "masks_tpr": 100.0}
         | {"masks_fdr": 45.0, "selected_per_row": 4.5},
+        {**noisy, "model": "pytorch-tabnet", "auc": 0.78, "masks_tpr": 70.0, "masks_fdr": 20.0},
         {**real, "seed": 0, "score": 0.9, "feature_importances": a, "held_out_selection": a},
         {**real, "seed": 1, "score": 0.8, "feature_importances": a, "held_out_selection": b},
         {**real, "seed": 2, "score": 0.85, "feature_importances": b, "held_out_selection": c},
@@ -277,7 +280,8 @@ def test_render_of_a_hand_made_row_set(be) -> None:
     assert "| Syn2 |" not in syn  # no rows
     noise = "\n".join(be.render_syn(rows, "syn-noise"))
     assert _line(noise, "| Syn5 |") == (
-        "| Syn5 | 0 | 0.800 (-) | 92.0 / 16.0 ✗ | 100.0 / 45.0 | 4.5 |"
+        "| Syn5 | 0 | 0.800 (-) | 92.0 / 16.0 ✗ | 100.0 / 45.0 | 4.5 "
+        "| 0.780, 70.0 / 20.0 (1 seed) |"
     )
     assert "goal ≥ 90 / ≤ 15" in noise
     real = "\n".join(be.render_real(rows))
