@@ -11,7 +11,8 @@ stored yet and renders the tables (``readme_section()`` for ``make_readme.py``).
   rows are those the earlier benchmark stored, ``explain_tasks.stored_pytorch_tabnet``: same
   data, split and rule; not refitted here).
 - ``syn-noise``: Syn4-Syn6 with 10 standard-normal columns appended that no label depends on
-  (``explain_metrics.make_syn_noise``), tabsparse only.
+  (``explain_metrics.make_syn_noise``): tabsparse, and pytorch-tabnet fitted here (as in
+  ``explain_tasks.fit_pytorch_tabnet``) for the reference of its masks.
 - ``real``: a few small tables of the quality benchmark (its split and caps): three seeds, the
   top-5 overlap across seeds of ``feature_importances_`` and of the mean of
   ``explain(X).selection_probabilities`` over up to 8,192 test rows.
@@ -424,7 +425,8 @@ INTRO = (
     "features selected and FDR = share of the selected features that are irrelevant, averaged "
     "in %. `selected` is `explain(X).selected` (the selector learned in `fit`); `masks` is "
     "`explain(X).importances > 0` (what the steps read; pytorch-tabnet 4.1's `explain` under the "
-    "same rule, its rows stored by the earlier benchmark). Defaults only (`random_state` = "
+    "same rule: on the plain tables its rows stored by the earlier benchmark, on the noisy ones "
+    "fitted here). Defaults only (`random_state` = "
     "seed); Syn1-Syn6 with 10,000 training and 10,000 test rows (data seed 0). The selector "
     "share is `_learn_selector`'s CPU time over `fit`'s; explain / predict_proba is the CPU "
     f"ratio on 10,000 test rows. {MET} meets the goal, {MISSED} misses it (means over seeds)."
