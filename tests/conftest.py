@@ -28,6 +28,24 @@ TINY_FIT: dict[str, Any] = {
 """Estimator settings for a fit of well under a second on a few hundred rows (the estimator
 tests add their own, e.g. ``device``)."""
 
+#: the modules whose tests take longest (fits of real tables, process launches, compiling):
+#: collected first, so that the workers start them at once instead of ending on one of them
+LONG_FIRST = (
+    "test_real_data.py",
+    "test_distributed.py",
+    "test_docs.py",
+    "test_compiling.py",
+    "test_export.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests of :data:`LONG_FIRST` (in that order) before all others; the order within a
+    module is kept."""
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FIRST)))
+
+
 DATASETS = Path(
     os.environ.get(
         "TABSPARSE_DATASETS", Path(__file__).resolve().parents[1].parent / "shared" / "datasets"

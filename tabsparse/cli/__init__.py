@@ -19,6 +19,22 @@ one module per command (``_fit``, ``_predict``, ``_explain``, ``_info``), ``_tab
 data files), ``_output`` (writing results), ``_params`` (``--param``), ``_models`` (model files)
 and ``_errors`` (exit statuses and one-line messages). Nothing heavy (pandas, torch) is imported
 before a command runs, so ``tabsparse --version`` and ``--help`` answer at once.
+
+Its modules:
+
+================  ========================================================
+:mod:`._main`     the entry point: parse, run, turn failures into one line
+:mod:`._parser`   the argument parser (standard library only)
+:mod:`._fit`      ``tabsparse fit``
+:mod:`._predict`  ``tabsparse predict``
+:mod:`._explain`  ``tabsparse explain``
+:mod:`._info`     ``tabsparse info``
+:mod:`._params`   ``--param NAME=VALUE``: values and names
+:mod:`._models`   loading model files and selecting their columns
+:mod:`._tables`   reading data files (CSV, Parquet) and checking columns
+:mod:`._output`   checking output paths and writing CSV
+:mod:`._errors`   exit statuses and one-line messages
+================  ========================================================
 """
 
 from tabsparse.cli._errors import CliError, UsageError

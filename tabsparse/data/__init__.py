@@ -136,6 +136,24 @@ tables (``Index.get_indexer``). The only per-value Python loops are for
 object columns holding several kinds of values (say ints and strings): at
 fit, and at transform for the values not found directly or when the
 vocabulary holds both bools and numbers.
+
+Its modules:
+
+=======================  ================================================================
+:mod:`.tables`           a raw 2-D input validated into a table (DataFrame, array, rows)
+:mod:`.frames`           DataFrames of other libraries (polars, pyarrow, Arrow protocols)
+:mod:`.sparse`           scipy sparse input, encoded block by block without a dense copy
+:mod:`.columns`          one input column in a normalised form and its kind
+:mod:`.numeric`          numeric columns: conversion and the float32 block
+:mod:`.categories`       category vocabularies and codes
+:mod:`.datetimes`        datetime columns expanded into numeric parts
+:mod:`.stats`            streaming statistics of numeric columns and their scale
+:mod:`.encoder`          :class:`TableEncoder`: fit, partial_fit, transform
+:mod:`.encoded`          :class:`EncodedTable` and the category-code convention
+:mod:`.state`            the encoder's JSON state: writing and validating it
+:mod:`.column_checks`    what the encoder says about its columns (kinds, sizes)
+:mod:`.column_warnings`  warnings about identifier- and date-like text columns
+=======================  ================================================================
 """
 
 from __future__ import annotations

@@ -34,6 +34,13 @@ the network already is branch-free in eval mode (ghost batch norm is a plain aff
 The ONNX route needs the optional packages ``onnx`` and ``onnxscript`` (``pip install
 'tabsparse[export]'``; running the model needs ``onnxruntime``). The ``torch`` route needs only
 torch.
+
+Its modules:
+
+===============  =================================================================
+:mod:`.serving`  the module that export traces: network with input/output handling
+:mod:`.spec`     the JSON specification written beside every export
+===============  =================================================================
 """
 
 from __future__ import annotations

@@ -10,6 +10,16 @@ package never imports the estimators. :func:`save` and :func:`load` here take th
 
 Modules: ``_archive`` (zip container, atomic write, checksums), ``_values`` (typed JSON values),
 ``_format`` (the current format, payloads, save / load), ``_legacy`` (reading format_version 1).
+
+Its modules:
+
+================  ======================================================================
+:mod:`._format`   a :class:`ModelPayload` to and from a file: :func:`save`, :func:`load`
+:mod:`._archive`  the zip container, written atomically
+:mod:`._values`   typed JSON values, checked on the way back
+:mod:`._errors`   :class:`ModelFileError` and the problems behind it
+:mod:`._legacy`   reading format_version 1 files
+================  ======================================================================
 """
 
 from tabsparse.io._archive import CHECKSUM_MEMBER

@@ -51,6 +51,17 @@ Layout
 ``_forward_pass`` (rows, algorithm choice, output), ``_iterative`` (the threshold search),
 ``_pruning`` (wide rows), ``_sorted`` (the sort-based algorithms), ``_backward_pass`` (the
 closed-form backward). The private names other tabsparse modules use are re-exported here.
+
+Its modules:
+
+======================  =========================================================
+:mod:`._api`            the public API: autograd Functions, functions, modules
+:mod:`._forward_pass`   the forward: any shape reduced to rows, threshold, output
+:mod:`._backward_pass`  closed-form vector-Jacobian products from the output
+:mod:`._iterative`      the sort-free threshold search (Michelot / Newton passes)
+:mod:`._pruning`        wide rows: candidate pruning with strided block maxima
+:mod:`._sorted`         the sort-based forms (no data-dependent branches)
+======================  =========================================================
 """
 
 from tabsparse.sparsemax._api import Entmax15, Sparsemax, entmax15, sparsemax
