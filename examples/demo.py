@@ -6,7 +6,7 @@ scikit-learn's HistGradientBoosting (with fit times), the global feature importa
 rows, which columns each decision step attended to, which columns the prediction needs and how
 much and which way each column moved it (``explain(X, attributions=True)``); writes PNG plots
 (importances, per-step masks, training curves) to the folder given by ``--out`` (default
-``demo_output/``).
+``demo_output/``). ``--max-epochs`` and ``--rows`` (a random sample of the rows) make it faster.
 """
 
 from __future__ import annotations
@@ -42,6 +42,9 @@ def main() -> None:
     parser.add_argument("--max-epochs", type=int, default=40)
     parser.add_argument("--out", default="demo_output", help="folder for the PNG plots")
     parser.add_argument(
+        "--rows", type=int, default=None, help="fit on a random sample of this many rows (all)"
+    )
+    parser.add_argument(
         "--threads",
         type=int,
         default=1,
@@ -52,6 +55,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     X, y = load_diamonds()
+    if args.rows is not None:
+        X = X.sample(n=args.rows, random_state=0)
+        y = y.loc[X.index]
     X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.2, random_state=0)
     print(f"diamonds: {X.shape[0]} rows x {X.shape[1]} columns; target: log(price)")
 

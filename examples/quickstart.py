@@ -1,11 +1,20 @@
-"""Quick start: fit, predict and explain on a pandas DataFrame with mixed column types."""
+"""Quick start: fit, predict and explain on a pandas DataFrame with mixed column types.
+
+``--max-epochs`` (default 30) sets the training epochs; a smaller number runs it faster.
+"""
 
 from __future__ import annotations
+
+import argparse
 
 import numpy as np
 import pandas as pd
 
 from tabsparse import TabNetClassifier
+
+parser = argparse.ArgumentParser(description=__doc__)
+parser.add_argument("--max-epochs", type=int, default=30)
+args = parser.parse_args()
 
 rng = np.random.default_rng(0)
 n = 2000
@@ -20,7 +29,7 @@ X = pd.DataFrame(
 X.loc[::10, "income"] = np.nan  # missing values are fine
 y = np.where((X["age"] > 50) & (X["city"] == "paris"), "buy", "pass")
 
-clf = TabNetClassifier(max_epochs=30, random_state=0).fit(X, y)
+clf = TabNetClassifier(max_epochs=args.max_epochs, random_state=0).fit(X, y)
 print("classes:", clf.classes_)
 print("probabilities of the first rows:\n", clf.predict_proba(X.head(3)))
 print("accuracy on the training data:", round(clf.score(X, y), 3))
