@@ -162,9 +162,9 @@ def main() -> None:
         params = {k: v.numpy() for k, v in trainer.network.state_dict().items()}
         np.savez(out / f"core_rank{ctx.rank}.npz", **params)
         np.savez(out / f"rows_rank{ctx.rank}.npz", **row_log.arrays())
-        return
-    if mode == "core-auto":  # compile="auto" as if on CUDA: the ranks disagree, rank 0 wins
-        auto_trial_follows_rank_zero(out)
+        if compiled:  # and compile="auto" as if on CUDA: the ranks disagree, rank 0 wins (in
+            # the same processes: one launch, and the compiler already imported)
+            auto_trial_follows_rank_zero(out)
         return
     X, y = table(1500, 0)
     X_val, y_val = table(300, 1)

@@ -84,16 +84,29 @@ def test_two_ranks_end_with_identical_models_that_pickle(tmp_path: Path) -> None
     np.testing.assert_allclose(first["val_loss"], alone["val_loss"], rtol=1e-5)
 
 
+@pytest.fixture(scope="module")
+def compiled_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One launch of the ``core-compiled`` mode: the compiled fit, then the ``compile="auto"``
+    trial (``ddp_worker.auto_trial_follows_rank_zero``)."""
+    out = tmp_path_factory.mktemp("core-compiled")
+    run = torchrun("core-compiled", out)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return out
+
+
 @pytest.mark.parametrize(
     ("mode", "rtol", "atol"), [("core", 1e-9, 1e-11), ("core-compiled", 1e-7, 1e-9)]
 )
 def test_two_ranks_match_one_process_on_the_same_global_batches(
-    tmp_path: Path, mode: str, rtol: float, atol: float
+    request: pytest.FixtureRequest, tmp_path: Path, mode: str, rtol: float, atol: float
 ) -> None:
     """Also with ``compile=True`` under DDP: the compiled ranks (sort-based sparsemax, running
     statistics updated in the graph) match the eager single process up to float64 rounding."""
-    run = torchrun(mode, tmp_path)
-    assert run.returncode == 0, run.stderr[-3000:]
+    if mode == "core-compiled":
+        tmp_path = request.getfixturevalue("compiled_run")
+    else:
+        run = torchrun(mode, tmp_path)
+        assert run.returncode == 0, run.stderr[-3000:]
     log = RowLog()
     single = core_trainer(None, callbacks=[log]).fit(core_data(1024, 0), core_data(256, 1))
     assert_ranks_split_the_batches(tmp_path, log, 1024, 3)
@@ -104,15 +117,13 @@ def test_two_ranks_match_one_process_on_the_same_global_batches(
             np.testing.assert_allclose(got[key], value.numpy(), rtol=rtol, atol=atol, err_msg=key)
 
 
-def test_compile_auto_ranks_follow_rank_zero(tmp_path: Path) -> None:
+def test_compile_auto_ranks_follow_rank_zero(compiled_run: Path) -> None:
     """compile="auto" decides on rank 0's timing: a rank whose own timing disagrees still
     keeps the compiled step (``ddp_worker.auto_trial_follows_rank_zero``)."""
     import json
 
-    run = torchrun("core-auto", tmp_path)
-    assert run.returncode == 0, run.stderr[-3000:]
     for rank in (0, 1):
-        result = json.loads((tmp_path / f"auto_rank{rank}.json").read_text())
+        result = json.loads((compiled_run / f"auto_rank{rank}.json").read_text())
         assert result == {"compiled": True, "epochs": 6}, (rank, result)
 
 
