@@ -30,8 +30,10 @@ lint: $(VENV)/.dev
 typecheck: $(VENV)/.dev
 	$(BIN)/mypy tabsparse
 
+# Two workers, each taking whole modules (a module's shared fits run once); the longest modules
+# are collected first (tests/conftest.py).
 pytest: $(VENV)/.dev
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --durations=15
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadscope --durations=15
 
 test: lint typecheck pytest
 
