@@ -186,7 +186,9 @@ def test_exported_model_predicts_like_the_estimator(tmp_path: Path) -> None:
     from tabsparse.export import export_model
 
     X, y, _ = frame()
-    clf = TabNetClassifier(numeric_embedding="periodic", max_epochs=3, random_state=2)
+    clf = TabNetClassifier(
+        numeric_embedding="periodic", n_steps=1, n_members=1, max_epochs=3, random_state=2
+    )
     clf = with_fixed(clf, numeric_embedding_dim=4).fit(X, y)
     enc = clf.encoder_.transform(X)
     want = clf.predict_proba(X)
