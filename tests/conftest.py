@@ -28,14 +28,21 @@ TINY_FIT: dict[str, Any] = {
 """Estimator settings for a fit of well under a second on a few hundred rows (the estimator
 tests add their own, e.g. ``device``)."""
 
-#: the modules whose tests take longest (fits of real tables, process launches, compiling):
-#: collected first, so that the workers start them at once instead of ending on one of them
+#: the modules whose tests take longest, longest first (fits of real tables, whole sklearn check
+#: suites, process launches, compiling, exports): collected first, so that the workers (each
+#: taking whole modules) start them at once and end on short ones
 LONG_FIRST = (
     "test_real_data.py",
+    "test_estimators.py",
     "test_distributed.py",
-    "test_docs.py",
     "test_compiling.py",
+    "test_docs.py",
     "test_export.py",
+    "test_objectives.py",
+    "test_io_fuzz.py",
+    "test_sparse_fit.py",
+    "test_streaming.py",
+    "test_multioutput.py",
 )
 
 
