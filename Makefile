@@ -47,8 +47,8 @@ $(VENV)/.docs: $(VENV)/.dev pyproject.toml
 	touch $@
 
 docs: $(VENV)/.docs
-	$(BIN)/sphinx-build -q -W -E -b html docs docs/_build/html
-	@echo "docs built: docs/_build/html/index.html"
+	$(BIN)/sphinx-build -q -W -E -b html docs build/docs/html
+	@echo "docs built: build/docs/html/index.html"
 
 bench: $(VENV)/.dev
 	$(BIN)/python benchmarks/bench_sparsemax.py
@@ -68,4 +68,4 @@ gpu-wheels:
 	du -sh benchmarks/wheels
 
 clean:
-	rm -rf $(VENV) build *.egg-info docs/_build
+	rm -rf $(VENV) build *.egg-info

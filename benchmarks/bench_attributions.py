@@ -485,7 +485,7 @@ def _render_linear(d: dict) -> list[str]:
         f"independent standard-normal columns, {d['train_rows']:,} training rows "
         f"(`TabNetRegressor` defaults: {d['epochs']} epochs, {d['fit_cpu_s']:.0f} CPU s); "
         f"test R2 {d['test_r2']:.5f}, R2 of a linear fit to the model's predictions "
-        f"{d['linear_fit_r2']:.5f}. {d['rows']} test rows, background 64 training rows; truth "
+        f"{d['linear_fit_r2']:.5f}. {d['rows']} test rows, a background of 64 training rows; truth "
         "`w_i (x_i - mean_bg x_i)`. Per column: `rms(a_i - truth_i) / rms(truth)` (a share of "
         "the whole attribution scale); overall: `||a - truth|| / ||truth||`; *vs slopes*: the "
         "same against the model's own least-squares slopes instead of `w`.",

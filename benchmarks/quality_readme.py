@@ -102,7 +102,7 @@ def header(by_dataset: dict[str, Any], v: dict[str, Any], command: str) -> str:
         f"`{command}` (rows in `benchmarks/results/quality.jsonl`; `--reuse` rebuilds the "
         f"table from them without refitting). Machine: {_machines(by_dataset)}; every model "
         f"fitted on 1 thread (fit times are single-thread seconds). tabsparse: the stored run "
-        f"*{v['label'] or 'unlabelled'}* ({'–'.join(map(str, seeds))} seeds, fitted "
+        f"of the {v['params']} ({'–'.join(map(str, seeds))} seeds, fitted "
         f"{_when(by_dataset, ('tabsparse',))}, commit {', '.join(commits)}); the reference rows "
         f"fitted {_when(by_dataset, refs)}."
     )
