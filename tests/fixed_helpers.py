@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, TypeVar
 
+from tabsparse.estimators._fixed import REMOVED_PARAMS
+
 E = TypeVar("E")
 
 
@@ -21,7 +23,5 @@ def with_fixed(estimator: E, **choices: Any) -> E:
 def build(cls: type[E], **params: Any) -> E:
     """``cls(**params)``, where the names among ``params`` that are fixed choices
     (:data:`~tabsparse.estimators._fixed.REMOVED_PARAMS`) set those choices instead."""
-    from tabsparse.estimators._fixed import REMOVED_PARAMS
-
     fixed = {k: params.pop(k) for k in list(params) if k in REMOVED_PARAMS}
     return with_fixed(cls(**params), **fixed)

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from fixed_helpers import with_fixed
+from fixed_helpers import build, with_fixed
 
 from tabsparse import TabNetClassifier, TabNetPretrainer
 from tabsparse.export import serving_module
@@ -44,10 +44,7 @@ CLASSIFIER: dict[str, Any] = {
 def classifier(**params: Any) -> TabNetClassifier:
     """A classifier with :data:`CLASSIFIER`'s settings (and ``params``) and the per-row first
     mask; ``cat_emb_dim`` among ``params`` sets that fixed choice."""
-    fixed: dict[str, Any] = {"first_mask": "per_row"}
-    if "cat_emb_dim" in params:
-        fixed["cat_emb_dim"] = params.pop("cat_emb_dim")
-    return with_fixed(TabNetClassifier(**{**CLASSIFIER, **params}), **fixed)
+    return build(TabNetClassifier, **{**CLASSIFIER, "first_mask": "per_row", **params})
 
 
 def _network(cat_emb_dim: int, grouped: list[list[int]] | None) -> TabNet:

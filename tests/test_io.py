@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from fixed_helpers import with_fixed
+from fixed_helpers import build, with_fixed
 from model_file_helpers import (
     TINY,
     assert_rejected,
@@ -365,13 +365,6 @@ def test_model_files_never_import_the_estimators() -> None:
     assert out.stdout.strip() == "[]"
 
 
-def _with_cat_emb_dim(cls: type, kwargs: dict[str, Any]) -> Any:
-    """``cls(**kwargs)``, with a ``cat_emb_dim`` in ``kwargs`` set as its fixed choice."""
-    params = dict(kwargs)
-    fixed = {"cat_emb_dim": params.pop("cat_emb_dim")} if "cat_emb_dim" in params else {}
-    return with_fixed(cls(**params), **fixed)
-
-
 def _distinct_values(network: torch.nn.Module) -> int:
     unique = {t.untyped_storage().data_ptr(): t.numel() for t in network.state_dict().values()}
     return sum(unique.values())
@@ -391,7 +384,7 @@ def _distinct_values(network: torch.nn.Module) -> int:
 def test_size_estimate_matches_the_network(kwargs: dict[str, Any], models: dict[str, Any]) -> None:
     """The meta-device build that gates edited parameters agrees with the real network."""
     fitted = models["binary_str"]
-    est = _with_cat_emb_dim(TabNetClassifier, kwargs)
+    est = build(TabNetClassifier, **kwargs)
     est.encoder_, est.classes_ = fitted.encoder_, np.array(["a", "b", "c"])
     assert _network_size_estimate(est) == _distinct_values(est._build_network(0))
     with torch.device("meta"):
@@ -414,7 +407,7 @@ def test_size_estimate_matches_the_network(kwargs: dict[str, Any], models: dict[
 def test_size_estimate_matches_the_pretraining_network(
     kwargs: dict[str, Any], models: dict[str, Any]
 ) -> None:
-    est = _with_cat_emb_dim(TabNetPretrainer, kwargs)
+    est = build(TabNetPretrainer, **kwargs)
     est.encoder_ = models["binary_str"].encoder_
     assert _network_size_estimate(est) == _distinct_values(est._build_network(0))
 
